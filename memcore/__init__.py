@@ -1,0 +1,1 @@
+"""memcore: the memory domain. Pure Python + pydantic; never imports ray."""

@@ -1,0 +1,64 @@
+"""The error tree of memcluster. Every error names the field or key that caused it.
+
+::
+
+    MemoryError_                      base of everything raised on purpose
+    ├── ValidationError               bad input (field named)         -> HTTP 422
+    ├── NotFoundError                 unknown or deleted memory id    -> HTTP 404
+    ├── ConflictError                 update would rotate onto an active id -> HTTP 409
+    ├── PermissionDeniedError         disabled tool, wrong app key    -> HTTP 403
+    └── StoreError                    a store or embedder failed      -> HTTP 503 (retry)
+
+The class is called ``MemoryServiceError`` to avoid shadowing Python's ``MemoryError``.
+"""
+
+from __future__ import annotations
+
+
+class MemoryServiceError(Exception):
+    """Base class. ``field`` names the input field or key the error is about."""
+
+    status_code: int = 500
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+    def __str__(self) -> str:
+        if self.field:
+            return f"{self.field}: {self.message}"
+        return self.message
+
+    def to_dict(self) -> dict[str, str | None]:
+        return {"error": type(self).__name__, "field": self.field, "message": self.message}
+
+
+class ValidationError(MemoryServiceError):
+    """Input rejected before any store is touched."""
+
+    status_code = 422
+
+
+class NotFoundError(MemoryServiceError):
+    """The memory id (or other key) does not exist or is soft-deleted."""
+
+    status_code = 404
+
+
+class ConflictError(MemoryServiceError):
+    """An update would rotate onto an id that is already active."""
+
+    status_code = 409
+
+
+class PermissionDeniedError(MemoryServiceError):
+    """The operation is disabled or not allowed for this caller."""
+
+    status_code = 403
+
+
+class StoreError(MemoryServiceError):
+    """A backing store or embedder failed; the caller may retry."""
+
+    status_code = 503

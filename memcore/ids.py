@@ -1,0 +1,45 @@
+"""Canonical, content-addressed memory ids and the stable shard hash.
+
+The id is ``sha256`` over the normalised text, the app, the user and the canonical
+episodic metadata (kind, UTC event time, sorted normalised participants, location).
+Topics, source and provenance are excluded: re-tagging never changes an id.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from memcore.model import Memory, UserKey
+from memcore.text import normalize
+
+
+def memory_id(key: UserKey, memory: Memory) -> str:
+    """The canonical id of ``memory`` for ``key`` (64 hex characters)."""
+    event = memory.event_time.isoformat() if memory.event_time else ""
+    canonical = {
+        "v": 1,
+        "app": key.app,
+        "user": key.user,
+        "text": normalize(memory.text),
+        "kind": memory.kind.value,
+        "event_time": event,
+        "participants": sorted({normalize(p) for p in memory.participants}),
+        "location": normalize(memory.location or ""),
+    }
+    blob = json.dumps(canonical, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+def shard_of(key: UserKey, shards: int) -> int:
+    """Stable shard of (app, user) in ``range(shards)``; the same in every process."""
+    if shards < 1:
+        raise ValueError("shards must be at least 1")
+    digest = hashlib.blake2b(f"{key.app}\x00{key.user}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % shards
+
+
+def point_id(entry_id: str) -> str:
+    """A UUID string derived from an entry id (Qdrant point ids are UUIDs or integers)."""
+    h = entry_id[:32] if len(entry_id) >= 32 else hashlib.sha256(entry_id.encode()).hexdigest()[:32]
+    return f"{h[0:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"

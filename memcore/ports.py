@@ -1,0 +1,142 @@
+"""The ports every backend implements. Adapters live in :mod:`memcore.stores`.
+
+Contract shared by all adapters (the congruence tests check it):
+
+- every method that takes a :class:`UserKey` applies it as a hard filter;
+- entries are stored whole (the payload is the source of truth), tombstones included;
+- ``search`` returns active entries only, best first, with cosine similarity scores;
+- vectors are L2-normalised ``float32`` rows; ``Embedder`` returns them that way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from datetime import datetime
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+from memcore.model import Entry, Kind, Operation, UserKey
+
+Vectors = npt.NDArray[np.float32]
+
+
+@runtime_checkable
+class VectorStore(Protocol):
+    """Dense vectors plus the whole entry as payload."""
+
+    dim: int
+
+    def upsert(self, entries: Sequence[Entry], vectors: Vectors) -> None:
+        """Insert or replace entries (by id) with their vectors (one row each)."""
+        ...
+
+    def set_payload(self, entries: Sequence[Entry]) -> None:
+        """Replace the stored entries (by id) keeping their vectors."""
+        ...
+
+    def get(self, key: UserKey, ids: Sequence[str]) -> list[Entry]:
+        """Entries of ``key`` with these ids, tombstones included; unknown ids are absent."""
+        ...
+
+    def delete(self, key: UserKey, ids: Sequence[str]) -> None:
+        """Hard-delete entries of ``key`` by id (unknown ids are ignored)."""
+        ...
+
+    def delete_user(self, key: UserKey) -> None:
+        """Hard-delete every entry of ``key``."""
+        ...
+
+    def search(
+        self,
+        key: UserKey,
+        vector: npt.NDArray[np.float32],
+        *,
+        limit: int,
+        kind: Kind | None = None,
+        time_from: datetime | None = None,
+        time_to: datetime | None = None,
+    ) -> list[tuple[Entry, float]]:
+        """Active entries of ``key`` nearest to ``vector`` (cosine), best first."""
+        ...
+
+    def scroll(self, key: UserKey | None = None, *, include_deleted: bool = True) -> Iterator[Entry]:
+        """Every entry of ``key`` (or of the whole store when ``key`` is None)."""
+        ...
+
+    def count(self, key: UserKey | None = None, *, include_deleted: bool = False) -> int:
+        ...
+
+    def close(self) -> None:
+        ...
+
+
+@runtime_checkable
+class KeywordIndex(Protocol):
+    """BM25 over text and topics of active entries; derived, rebuildable from the vector store."""
+
+    def upsert(self, entries: Sequence[Entry]) -> None:
+        """Index entries (replacing by id); tombstoned entries are removed instead."""
+        ...
+
+    def delete(self, ids: Sequence[str]) -> None:
+        ...
+
+    def delete_user(self, key: UserKey) -> None:
+        ...
+
+    def search(
+        self,
+        key: UserKey,
+        query: str,
+        *,
+        limit: int,
+        kind: Kind | None = None,
+        time_from: datetime | None = None,
+        time_to: datetime | None = None,
+    ) -> list[tuple[str, float]]:
+        """(entry id, BM25 score) of active entries of ``key``, best first. Never raises on odd query text."""
+        ...
+
+    def rebuild(self, entries: Iterator[Entry]) -> int:
+        """Drop everything and index ``entries`` (active ones); returns the number indexed."""
+        ...
+
+    def count(self) -> int:
+        """Number of indexed documents (for staleness checks)."""
+        ...
+
+    def close(self) -> None:
+        ...
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Text to L2-normalised float32 vectors; queries and passages may be encoded differently."""
+
+    name: str
+    dim: int
+
+    def embed_passages(self, texts: Sequence[str]) -> Vectors:
+        ...
+
+    def embed_queries(self, texts: Sequence[str]) -> Vectors:
+        ...
+
+
+class Extractor(Protocol):
+    """Turns a conversation delta plus existing entries into proposed operations."""
+
+    def extract(self, messages: Sequence[dict[str, str]], existing: Sequence[Entry]) -> list[Operation]:
+        ...
+
+
+class EventArchive(Protocol):
+    """Raw user/assistant turns, kept for session recall and re-extraction."""
+
+    def append(self, key: UserKey, session: str, events: Sequence[dict[str, object]]) -> int:
+        ...
+
+    def read(self, key: UserKey, session: str | None = None) -> Iterator[dict[str, object]]:
+        ...

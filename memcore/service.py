@@ -1,0 +1,257 @@
+"""MemoryService: one shard's worth of behaviour over a VectorStore, a KeywordIndex and an Embedder.
+
+Usable in a plain Python process; the shard actor wraps one instance per shard.
+Writes go to the vector store first (the source of truth), then to the keyword index.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+import numpy as np
+import pydantic
+from pydantic import BaseModel, Field
+
+from memcore import fusion
+from memcore.errors import ConflictError, MemoryServiceError, NotFoundError, StoreError, ValidationError
+from memcore.ids import memory_id
+from memcore.model import Entry, Kind, Memory, SearchHit, SearchOptions, UserKey, now_utc
+from memcore.ports import Embedder, KeywordIndex, Vectors, VectorStore
+
+T = TypeVar("T", bound=BaseModel)
+
+
+class ServiceConfig(BaseModel):
+    """Behaviour switches of one MemoryService."""
+
+    soft_delete: bool = True
+    candidate_pool: int = Field(default=100, ge=1, le=2000)
+    """Candidates taken from each of the vector and keyword lists before fusion."""
+
+
+def validate(model: type[T], data: Any, *, prefix: str = "") -> T:
+    """Validate ``data`` as ``model``; raise :class:`ValidationError` naming the first bad field."""
+    if isinstance(data, model):
+        return data
+    try:
+        return model.model_validate(data)
+    except pydantic.ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(p) for p in err.get("loc", ()))
+        field = f"{prefix}{loc}" if loc else (prefix.rstrip(".") or None)
+        msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
+        raise ValidationError(msg, field=field) from None
+
+
+def make_key(app: str, user: str) -> UserKey:
+    return validate(UserKey, {"app": app, "user": user})
+
+
+@contextmanager
+def store_errors(what: str) -> Iterator[None]:
+    """Turn unexpected backend failures into StoreError (HTTP 503); domain errors pass through."""
+    try:
+        yield
+    except MemoryServiceError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - every backend failure becomes a retryable StoreError
+        raise StoreError(f"{what} failed: {type(exc).__name__}: {exc}", field="store") from exc
+
+
+class MemoryService:
+    def __init__(
+        self,
+        vectors: VectorStore,
+        keywords: KeywordIndex,
+        embedder: Embedder,
+        config: ServiceConfig | None = None,
+        *,
+        clock: Callable[[], Any] = now_utc,
+    ) -> None:
+        self.vectors = vectors
+        self.keywords = keywords
+        self.embedder = embedder
+        self.config = config or ServiceConfig()
+        self._clock = clock
+        self._write_lock = threading.RLock()
+
+    # ----------------------------------------------------------------- writes
+    def add(self, key: UserKey, memory: Memory | dict[str, Any], *, vector: Vectors | None = None) -> Entry:
+        """Add (idempotent): same content -> same id, topics replaced, tombstone reactivated."""
+        return self.add_many(key, [memory], vectors=vector)[0]
+
+    def add_many(
+        self, key: UserKey, memories: Sequence[Memory | dict[str, Any]], *, vectors: Vectors | None = None
+    ) -> list[Entry]:
+        """Add several memories in one batch (one embedding call, one upsert)."""
+        mems = [validate(Memory, m, prefix=f"memories.{i}." if len(memories) > 1 else "") for i, m in enumerate(memories)]
+        if vectors is not None and len(vectors) != len(mems):
+            raise ValidationError("one vector per memory is required", field="vectors")
+        with self._write_lock, store_errors("add"):
+            now = self._clock()
+            by_id: dict[str, Entry] = {}
+            order: list[str] = []
+            ids = [memory_id(key, m) for m in mems]
+            existing = {e.id: e for e in self.vectors.get(key, list(dict.fromkeys(ids)))}
+            to_embed: dict[str, int] = {}
+            for i, (mid, mem) in enumerate(zip(ids, mems, strict=True)):
+                prev = by_id.get(mid) or existing.get(mid)
+                if prev is not None:
+                    entry = _apply(prev, mem, now, provenance=_union(prev.provenance, mem.provenance))
+                    entry = entry.model_copy(update={"deleted_at": None})
+                else:
+                    entry = _new_entry(key, mid, mem, now, created_at=now)
+                if mid not in by_id:
+                    order.append(mid)
+                by_id[mid] = entry
+                old = existing.get(mid)
+                if old is None or old.text != entry.text:
+                    to_embed[mid] = i
+            entries = [by_id[m] for m in order]
+            fresh = [by_id[m] for m in order if m in to_embed]
+            same = [by_id[m] for m in order if m not in to_embed]
+            if fresh:
+                if vectors is not None:
+                    vecs = np.asarray(vectors, dtype=np.float32)[[to_embed[e.id] for e in fresh]]
+                else:
+                    vecs = self.embedder.embed_passages([e.text for e in fresh])
+                self.vectors.upsert(fresh, vecs)
+            if same:
+                self.vectors.set_payload(same)
+            self.keywords.upsert(entries)
+            return [by_id[mid] for mid in ids]
+
+    def update(self, key: UserKey, entry_id: str, memory: Memory | dict[str, Any]) -> Entry:
+        """Update following seed 001's five states; returns the entry under its effective id."""
+        mem = validate(Memory, memory)
+        with self._write_lock, store_errors("update"):
+            src = self._active(key, entry_id)
+            now = self._clock()
+            new_id = memory_id(key, mem)
+            if new_id == src.id:
+                entry = _apply(src, mem, now, provenance=_union(src.provenance, mem.provenance))
+                self._write(entry, reembed=entry.text != src.text)
+                return entry
+            target = next(iter(self.vectors.get(key, [new_id])), None)
+            if target is not None and target.active:
+                raise ConflictError(f"update would rotate onto active memory {new_id}", field="memory_id")
+            if target is not None and self.config.soft_delete:
+                entry = _new_entry(key, new_id, mem, now, created_at=target.created_at)  # reactivated: keeps its own
+            else:
+                entry = _new_entry(key, new_id, mem, now, created_at=src.created_at)  # inherits the source's
+            entry = entry.model_copy(update={"provenance": _union(src.provenance, mem.provenance)})
+            self._write(entry, reembed=True)
+            self._retire(src, now)
+            return entry
+
+    def delete(self, key: UserKey, entry_id: str, *, hard: bool | None = None) -> None:
+        with self._write_lock, store_errors("delete"):
+            src = self._active(key, entry_id)
+            self._retire(src, self._clock(), hard=hard)
+
+    def clear(self, key: UserKey, *, hard: bool | None = None) -> int:
+        """Delete every active entry of ``key``; returns how many were active."""
+        hard = (not self.config.soft_delete) if hard is None else hard
+        with self._write_lock, store_errors("clear"):
+            active = [e for e in self.vectors.scroll(key, include_deleted=False)]
+            if hard:
+                self.vectors.delete_user(key)
+                self.keywords.delete_user(key)
+            elif active:
+                now = self._clock()
+                tomb = [e.model_copy(update={"deleted_at": now, "updated_at": now}) for e in active]
+                self.vectors.set_payload(tomb)
+                self.keywords.delete([e.id for e in active])
+            return len(active)
+
+    # ------------------------------------------------------------------ reads
+    def get(self, key: UserKey, entry_id: str) -> Entry:
+        with store_errors("get"):
+            return self._active(key, entry_id)
+
+    def read(self, key: UserKey, limit: int | None = None) -> list[Entry]:
+        """Active entries, newest ``updated_at`` first; ``limit`` None or <= 0 means all."""
+        with store_errors("read"):
+            entries = list(self.vectors.scroll(key, include_deleted=False))
+        entries.sort(key=lambda e: (e.updated_at, e.id), reverse=True)
+        return entries[:limit] if limit and limit > 0 else entries
+
+    def count(self, key: UserKey) -> int:
+        with store_errors("count"):
+            return self.vectors.count(key)
+
+    def search(
+        self, key: UserKey, options: SearchOptions | dict[str, Any], *, query_vector: Vectors | None = None
+    ) -> list[SearchHit]:
+        """Search honouring every option (see :class:`SearchOptions`). An empty query returns nothing."""
+        opts = validate(SearchOptions, options)
+        if not opts.query.strip():
+            return []
+        with store_errors("search"):
+            qvec = query_vector if query_vector is not None else self.embedder.embed_queries([opts.query])[0]
+            qvec = np.asarray(qvec, dtype=np.float32).reshape(-1)
+            hits = self._search_once(key, opts, qvec, opts.kind)
+            if opts.kind is not None and opts.kind_fallback and len(hits) < fusion.KIND_FALLBACK_MIN:
+                hits = fusion.merge_kind_fallback(hits, self._search_once(key, opts, qvec, None), opts.kind)
+        if opts.deduplicate:
+            hits = fusion.deduplicate(hits)
+        hits = hits[: opts.max_results]
+        if opts.order_by_event_time:
+            hits = fusion.order_by_event_time(hits)
+        return hits
+
+    # -------------------------------------------------------------- internals
+    def _search_once(self, key: UserKey, opts: SearchOptions, qvec: Vectors, kind: Kind | None) -> list[SearchHit]:
+        pool = max(self.config.candidate_pool, opts.max_results * (3 if opts.deduplicate else 1))
+        dense = self.vectors.search(key, qvec, limit=pool, kind=kind, time_from=opts.time_from, time_to=opts.time_to)
+        if not opts.hybrid:
+            return [SearchHit(entry=e, score=s) for e, s in dense if s >= opts.similarity_threshold]
+        sparse = self.keywords.search(
+            key, opts.query, limit=pool, kind=kind, time_from=opts.time_from, time_to=opts.time_to
+        )
+        fused = fusion.rrf([[e.id for e, _ in dense], [i for i, _ in sparse]], k=opts.rrf_k)
+        known = {e.id: e for e, _ in dense}
+        missing = [i for i, _ in fused if i not in known]
+        if missing:
+            known.update({e.id: e for e in self.vectors.get(key, missing) if e.active})
+        return [SearchHit(entry=known[i], score=s) for i, s in fused if i in known]
+
+    def _active(self, key: UserKey, entry_id: str) -> Entry:
+        if not entry_id or len(entry_id) > 256:
+            raise NotFoundError(f"memory {entry_id!r} not found", field="memory_id")
+        found = next(iter(self.vectors.get(key, [entry_id])), None)
+        if found is None or not found.active:
+            raise NotFoundError(f"memory {entry_id!r} not found", field="memory_id")
+        return found
+
+    def _write(self, entry: Entry, *, reembed: bool) -> None:
+        if reembed:
+            self.vectors.upsert([entry], self.embedder.embed_passages([entry.text]))
+        else:
+            self.vectors.set_payload([entry])
+        self.keywords.upsert([entry])
+
+    def _retire(self, src: Entry, now: Any, *, hard: bool | None = None) -> None:
+        hard = (not self.config.soft_delete) if hard is None else hard
+        if hard:
+            self.vectors.delete(src.key, [src.id])
+        else:
+            self.vectors.set_payload([src.model_copy(update={"deleted_at": now, "updated_at": now})])
+        self.keywords.delete([src.id])
+
+
+def _new_entry(key: UserKey, entry_id: str, mem: Memory, now: Any, *, created_at: Any) -> Entry:
+    return Entry(id=entry_id, app=key.app, user=key.user, created_at=created_at, updated_at=now, **mem.model_dump())
+
+
+def _apply(prev: Entry, mem: Memory, now: Any, *, provenance: list[str]) -> Entry:
+    data = mem.model_dump()
+    data["provenance"] = provenance
+    return prev.model_copy(update={**data, "updated_at": now})
+
+
+def _union(a: Sequence[str], b: Sequence[str]) -> list[str]:
+    return list(dict.fromkeys([*a, *b]))
