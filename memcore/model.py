@@ -268,8 +268,11 @@ class InjectionMode(StrEnum):
     USER = "user"
 
 
+PreloadStrategy = Literal["off", "all", "search", "recent", "failed"]
+
+
 class PreloadResult(BaseModel):
     entries: list[Entry]
     text: str
     mode: InjectionMode
-    strategy: Literal["off", "all", "search", "recent", "failed"]
+    strategy: PreloadStrategy

@@ -57,7 +57,7 @@ def store_errors(what: str) -> Iterator[None]:
         yield
     except MemoryServiceError:
         raise
-    except Exception as exc:  # noqa: BLE001 - every backend failure becomes a retryable StoreError
+    except Exception as exc:
         raise StoreError(f"{what} failed: {type(exc).__name__}: {exc}", field="store") from exc
 
 
@@ -87,7 +87,8 @@ class MemoryService:
         self, key: UserKey, memories: Sequence[Memory | dict[str, Any]], *, vectors: Vectors | None = None
     ) -> list[Entry]:
         """Add several memories in one batch (one embedding call, one upsert)."""
-        mems = [validate(Memory, m, prefix=f"memories.{i}." if len(memories) > 1 else "") for i, m in enumerate(memories)]
+        many = len(memories) > 1
+        mems = [validate(Memory, m, prefix=f"memories.{i}." if many else "") for i, m in enumerate(memories)]
         if vectors is not None and len(vectors) != len(mems):
             raise ValidationError("one vector per memory is required", field="vectors")
         with self._write_lock, store_errors("add"):

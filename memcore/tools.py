@@ -1,0 +1,198 @@
+"""The six memory tools: JSON schemas, enabled/exposed rules, and execution against a service.
+
+Agentic mode: add/update/search/load enabled, delete/clear disabled; every enabled tool exposed.
+Auto mode: the extractor may add/update/delete; search is enabled and exposed; load and clear
+are disabled; add/update/delete are enabled but hidden unless listed in ``auto_exposed``
+(enabled ≠ exposed). Load becomes exposed once enabled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from memcore.errors import PermissionDeniedError, ValidationError
+from memcore.model import Entry, Memory, SearchHit, SearchOptions, UserKey
+from memcore.service import validate
+
+ADD, UPDATE, SEARCH, LOAD, DELETE, CLEAR = (
+    "memory_add", "memory_update", "memory_search", "memory_load", "memory_delete", "memory_clear",
+)
+ALL_TOOLS: tuple[str, ...] = (ADD, UPDATE, SEARCH, LOAD, DELETE, CLEAR)
+
+
+class ToolMode(StrEnum):
+    AGENTIC = "agentic"
+    AUTO = "auto"
+
+
+_DEFAULT_ENABLED = {
+    ToolMode.AGENTIC: {ADD, UPDATE, SEARCH, LOAD},
+    ToolMode.AUTO: {ADD, UPDATE, DELETE, SEARCH},
+}
+
+
+class ToolPolicy(BaseModel):
+    """Per-app tool switches: ``enabled`` overrides the mode defaults, ``auto_exposed`` adds
+    enabled write tools to what Auto mode shows the agent."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: dict[str, bool] = Field(default_factory=dict)
+    auto_exposed: list[str] = Field(default_factory=list)
+
+    def enabled_tools(self, mode: ToolMode) -> set[str]:
+        names = set(_DEFAULT_ENABLED[mode])
+        for name, on in self.enabled.items():
+            if name not in ALL_TOOLS:
+                raise ValidationError(f"unknown tool {name!r}", field="tools.enabled")
+            (names.add if on else names.discard)(name)
+        return names
+
+    def exposed_tools(self, mode: ToolMode) -> list[str]:
+        enabled = self.enabled_tools(mode)
+        if mode is ToolMode.AGENTIC:
+            shown = enabled
+        else:
+            shown = {n for n in (SEARCH, LOAD) if n in enabled} | {n for n in self.auto_exposed if n in enabled}
+        return [n for n in ALL_TOOLS if n in shown]
+
+
+_MEMORY_PROPS: dict[str, Any] = {
+    "memory": {"type": "string", "description": "The memory, one self-contained statement."},
+    "topics": {"type": "array", "items": {"type": "string"}, "description": "Short topic tags."},
+    "memory_kind": {"type": "string", "enum": ["fact", "episode"],
+                    "description": "fact: stable preference/identity/background; episode: an event at a time."},
+    "event_time": {"type": "string", "description": "When the episode happened, absolute ISO-8601 time."},
+    "participants": {"type": "array", "items": {"type": "string"}, "description": "People involved."},
+    "location": {"type": "string", "description": "Where the episode happened."},
+}
+_ID = {"memory_id": {"type": "string", "description": "The id of an existing memory."}}
+
+SCHEMAS: dict[str, dict[str, Any]] = {
+    ADD: {"description": "Save a new long-term memory about the user.",
+          "properties": _MEMORY_PROPS, "required": ["memory"]},
+    UPDATE: {"description": "Replace the content of an existing memory.",
+             "properties": {**_ID, **_MEMORY_PROPS}, "required": ["memory_id", "memory"]},
+    SEARCH: {"description": "Search long-term memories. Use separate searches for multi-part questions "
+                            "and check participants before relying on a result.",
+             "properties": {"query": {"type": "string"},
+                            "memory_kind": _MEMORY_PROPS["memory_kind"],
+                            "time_from": {"type": "string", "description": "ISO-8601 lower bound of event time."},
+                            "time_to": {"type": "string", "description": "ISO-8601 upper bound of event time."},
+                            "limit": {"type": "integer", "minimum": 1, "maximum": 50}},
+             "required": ["query"]},
+    LOAD: {"description": "Load the most recent memories.",
+           "properties": {"limit": {"type": "integer", "minimum": 1, "maximum": 100}}, "required": []},
+    DELETE: {"description": "Delete one memory by id.", "properties": _ID, "required": ["memory_id"]},
+    CLEAR: {"description": "Delete all memories of the user.", "properties": {}, "required": []},
+}
+
+
+def openai_schema(name: str) -> dict[str, Any]:
+    spec = SCHEMAS[name]
+    return {"type": "function", "function": {
+        "name": name, "description": spec["description"],
+        "parameters": {"type": "object", "properties": spec["properties"], "required": spec["required"],
+                       "additionalProperties": False}}}
+
+
+def exposed_schemas(policy: ToolPolicy, mode: ToolMode) -> list[dict[str, Any]]:
+    return [openai_schema(n) for n in policy.exposed_tools(mode)]
+
+
+class ToolBackend(Protocol):
+    def add(self, key: UserKey, memory: Memory) -> Entry: ...
+    def update(self, key: UserKey, entry_id: str, memory: Memory) -> Entry: ...
+    def delete(self, key: UserKey, entry_id: str) -> None: ...
+    def clear(self, key: UserKey) -> int: ...
+    def read(self, key: UserKey, limit: int | None = None) -> list[Entry]: ...
+    def search(self, key: UserKey, options: SearchOptions) -> list[SearchHit]: ...
+
+
+def memory_from_args(args: Mapping[str, Any]) -> Memory:
+    """Map tool arguments (memory, memory_kind, ...) onto a validated Memory."""
+    data: dict[str, Any] = {"text": args.get("memory", "")}
+    for src, dst in (("topics", "topics"), ("memory_kind", "kind"), ("event_time", "event_time"),
+                     ("participants", "participants"), ("location", "location")):
+        if args.get(src) not in (None, ""):
+            data[dst] = args[src]
+    try:
+        return validate(Memory, data, prefix="arguments.")
+    except ValidationError as exc:
+        if exc.field:
+            exc.field = exc.field.replace("arguments.text", "arguments.memory").replace("arguments.kind",
+                                                                                       "arguments.memory_kind")
+        raise
+
+
+def search_options_from_args(args: Mapping[str, Any]) -> SearchOptions:
+    kind = args.get("memory_kind") or None
+    data: dict[str, Any] = {"query": args.get("query", ""), "kind": kind, "hybrid": True, "deduplicate": True,
+                            "kind_fallback": kind is not None, "max_results": args.get("limit") or 10}
+    for f in ("time_from", "time_to"):
+        if args.get(f):
+            data[f] = args[f]
+    return validate(SearchOptions, data, prefix="arguments.")
+
+
+def _entry_json(e: Entry, score: float | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"memory_id": e.id, "memory": e.text, "topics": e.topics, "memory_kind": e.kind.value,
+                           "event_time": _iso(e.event_time), "participants": e.participants, "location": e.location,
+                           "updated_at": _iso(e.updated_at)}
+    if score is not None:
+        out["score"] = round(score, 6)
+    return out
+
+
+def _iso(t: datetime | None) -> str | None:
+    return t.isoformat() if t else None
+
+
+def execute(
+    backend: ToolBackend, key: UserKey, name: str, arguments: Mapping[str, Any], *, enabled: Sequence[str]
+) -> dict[str, Any]:
+    """Run one tool call. Disabled tool → PermissionDeniedError; bad arguments → ValidationError."""
+    if name not in ALL_TOOLS:
+        raise ValidationError(f"unknown tool {name!r}", field="name")
+    if name not in enabled:
+        raise PermissionDeniedError(f"tool {name} is disabled for this app", field="name")
+    if not isinstance(arguments, Mapping):
+        raise ValidationError("arguments must be an object", field="arguments")
+    unknown = set(arguments) - set(SCHEMAS[name]["properties"])
+    if unknown:
+        raise ValidationError(f"unknown argument(s) {sorted(unknown)}", field="arguments")
+    if name == ADD:
+        e = backend.add(key, memory_from_args(arguments))
+        return {"status": "ok", "memory_id": e.id, "memory": e.text}
+    if name == UPDATE:
+        mid = _require_id(arguments)
+        e = backend.update(key, mid, memory_from_args(arguments))
+        return {"status": "ok", "memory_id": e.id, "previous_id": mid, "memory": e.text}
+    if name == SEARCH:
+        opts = search_options_from_args(arguments)
+        hits = backend.search(key, opts) if opts.query.strip() else []
+        return {"results": [_entry_json(h.entry, h.score) for h in hits], "count": len(hits)}
+    if name == LOAD:
+        limit = arguments.get("limit") or 10
+        if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 100:
+            raise ValidationError("limit must be an integer from 1 to 100", field="arguments.limit")
+        entries = backend.read(key, limit)
+        return {"results": [_entry_json(e) for e in entries], "count": len(entries)}
+    if name == DELETE:
+        mid = _require_id(arguments)
+        backend.delete(key, mid)
+        return {"status": "ok", "memory_id": mid}
+    cleared = backend.clear(key)
+    return {"status": "ok", "cleared": cleared}
+
+
+def _require_id(arguments: Mapping[str, Any]) -> str:
+    mid = arguments.get("memory_id")
+    if not isinstance(mid, str) or not mid:
+        raise ValidationError("memory_id is required", field="arguments.memory_id")
+    return mid
