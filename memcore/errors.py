@@ -3,6 +3,7 @@
 ::
 
     MemoryError_                      base of everything raised on purpose
+    ├── AuthenticationError           missing or unknown API key      -> HTTP 401
     ├── ValidationError               bad input (field named)         -> HTTP 422
     ├── NotFoundError                 unknown or deleted memory id    -> HTTP 404
     ├── ConflictError                 update would rotate onto an active id -> HTTP 409
@@ -32,6 +33,12 @@ class MemoryServiceError(Exception):
 
     def to_dict(self) -> dict[str, str | None]:
         return {"error": type(self).__name__, "field": self.field, "message": self.message}
+
+
+class AuthenticationError(MemoryServiceError):
+    """No API key, or one that opens no app."""
+
+    status_code = 401
 
 
 class ValidationError(MemoryServiceError):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from memcore.errors import ValidationError
 from memcore.ids import shard_of
 from memcore.ports import Embedder, KeywordIndex, VectorStore
 from memcore.service import MemoryService
@@ -38,6 +39,8 @@ def build_vector_store(settings: Settings, shard: int, dim: int) -> VectorStore:
     if vs.backend == "server":
         from memcore.stores.qdrant import QdrantServerStore
 
+        if not vs.url:
+            raise ValidationError("vector_store.url is required for the server backend", field="vector_store.url")
         return QdrantServerStore.connect(
             url=vs.url,
             api_key=vs.api_key.get_secret_value() if vs.api_key else None,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import uuid
 
 from memcore.model import Memory, UserKey
 from memcore.text import normalize
@@ -40,6 +41,5 @@ def shard_of(key: UserKey, shards: int) -> int:
 
 
 def point_id(entry_id: str) -> str:
-    """A UUID string derived from an entry id (Qdrant point ids are UUIDs or integers)."""
-    h = entry_id[:32] if len(entry_id) >= 32 else hashlib.sha256(entry_id.encode()).hexdigest()[:32]
-    return f"{h[0:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
+    """A UUID string derived from the whole entry id (Qdrant point ids are UUIDs or integers)."""
+    return str(uuid.UUID(bytes=hashlib.sha256(entry_id.encode("utf-8")).digest()[:16]))

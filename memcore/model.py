@@ -3,7 +3,7 @@
 Validation limits (a bad value raises :class:`pydantic.ValidationError`, which the
 service turns into :class:`memcore.errors.ValidationError` naming the field):
 
-- app / user ids: 1..128 characters, no control characters;
+- app / user ids: 1..128 characters, no control characters, no '/', no outer whitespace;
 - memory text: 1..8192 bytes (UTF-8) after stripping;
 - topics: at most 32, each 1..64 characters; participants: at most 64, each 1..128;
 - location: at most 256 characters; provenance: at most 1024 ids;
@@ -47,6 +47,8 @@ def _check_identifier(value: str, what: str) -> str:
         raise ValueError(f"{what} is longer than {MAX_ID_CHARS} characters")
     if any(unicodedata.category(ch).startswith("C") for ch in value):
         raise ValueError(f"{what} contains control or unassigned characters")
+    if "/" in value:
+        raise ValueError(f"{what} must not contain '/' (it is a path segment of the HTTP API)")
     if value != value.strip():
         raise ValueError(f"{what} has leading or trailing whitespace")
     return value

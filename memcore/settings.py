@@ -10,8 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
+import yaml
 from pydantic import BaseModel, Field, SecretStr
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, YamlConfigSettingsSource
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from memcore.service import ServiceConfig
 from memcore.tools import ToolPolicy
@@ -59,7 +60,7 @@ class ExtractorSettings(BaseModel):
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="MEMCLUSTER_", env_nested_delimiter="__", extra="forbid")
 
-    data_dir: Path = Path("./data")
+    data_dir: Path = Path("~/.memcluster/data")
     shards: int = Field(default=4, ge=1, le=1024)
     namespace: str = "memcluster"
     api_keys: dict[str, SecretStr] = Field(default_factory=dict)
@@ -76,17 +77,29 @@ class Settings(BaseSettings):
         return {app: key.get_secret_value() for app, key in self.api_keys.items()}
 
 
-def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
-    """Settings from, lowest first: defaults, an optional YAML file, the environment, ``overrides``."""
-    if path is None:
-        return Settings(**overrides)
-    yaml_path = Path(path)
-    if not yaml_path.is_file():
-        raise ValueError(f"settings file {yaml_path} does not exist")
+def load_settings(
+    path: str | Path | None = None, *, defaults: dict[str, Any] | None = None, **overrides: Any
+) -> Settings:
+    """Settings from, lowest first: built-in defaults, ``defaults``, an optional YAML file,
+    the environment (``MEMCLUSTER_*``), then ``overrides``."""
+    layered = dict(defaults or {})
+    if path is not None:
+        yaml_path = Path(path)
+        if not yaml_path.is_file():
+            raise ValueError(f"settings file {yaml_path} does not exist")
+        loaded = yaml.safe_load(yaml_path.read_text(encoding="utf-8")) or {}
+        if not isinstance(loaded, dict):
+            raise ValueError(f"settings file {yaml_path} must hold a mapping")
+        layered = deep_merge(layered, loaded)
 
-    class _FromFile(Settings):
-        model_config = SettingsConfigDict(**{**Settings.model_config, "yaml_file": str(yaml_path)})
+    class _Layered(PydanticBaseSettingsSource):
+        def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+            return layered.get(field_name), field_name, False
 
+        def __call__(self) -> dict[str, Any]:
+            return dict(layered)
+
+    class _FromLayers(Settings):
         @classmethod
         def settings_customise_sources(
             cls,
@@ -96,7 +109,35 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
             dotenv_settings: PydanticBaseSettingsSource,
             file_secret_settings: PydanticBaseSettingsSource,
         ) -> tuple[PydanticBaseSettingsSource, ...]:
-            return init_settings, env_settings, YamlConfigSettingsSource(settings_cls), file_secret_settings
+            return init_settings, env_settings, _Layered(settings_cls)
 
-    loaded = _FromFile(**overrides)
-    return Settings.model_validate({name: getattr(loaded, name) for name in Settings.model_fields})
+    loaded_settings = _FromLayers(**overrides)
+    return Settings.model_validate({name: getattr(loaded_settings, name) for name in Settings.model_fields})
+
+
+def deep_merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    """``top`` over ``base``, merging nested mappings key by key."""
+    out = dict(base)
+    for k, v in top.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = deep_merge(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+def to_plain(settings: Settings) -> dict[str, Any]:
+    """A JSON-ready dict of ``settings`` with secrets revealed (for handing to another process)."""
+
+    def plain(v: Any) -> Any:
+        if isinstance(v, SecretStr):
+            return v.get_secret_value()
+        if isinstance(v, Path):
+            return str(v)
+        if isinstance(v, dict):
+            return {k: plain(x) for k, x in v.items()}
+        if isinstance(v, list | tuple):
+            return [plain(x) for x in v]
+        return v
+
+    return {k: plain(v) for k, v in settings.model_dump(mode="python").items()}

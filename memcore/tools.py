@@ -178,7 +178,7 @@ def execute(
         hits = backend.search(key, opts) if opts.query.strip() else []
         return {"results": [_entry_json(h.entry, h.score) for h in hits], "count": len(hits)}
     if name == LOAD:
-        limit = arguments.get("limit") or 10
+        limit = arguments.get("limit", 10)
         if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 100:
             raise ValidationError("limit must be an integer from 1 to 100", field="arguments.limit")
         entries = backend.read(key, limit)

@@ -18,6 +18,7 @@ import inspect
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import lru_cache
+from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -144,7 +145,8 @@ class OpenAIEmbedder:
 
     Failures (transport, HTTP status, malformed body, wrong dimension) raise
     :class:`~memcore.errors.StoreError` with field ``"embedder"``. With ``dim=None`` the dimension is
-    learnt from the first response; reading :attr:`dim` before any call sends a one-text probe.
+    learnt from the response to a one-text probe sent by the constructor (``dim`` must be known before
+    any embedding, e.g. to size a collection; a lazy property would fire on ``isinstance`` checks).
     """
 
     def __init__(
@@ -164,26 +166,18 @@ class OpenAIEmbedder:
         self.name = model
         self.url = base_url.rstrip("/") + "/embeddings"
         self.batch_size = _positive(batch_size, "embedder.batch_size")
-        self._dim = None if dim is None else _positive(dim, "embedder.dim")
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = httpx.Client(timeout=timeout, headers=headers, transport=transport)
-
-    @property
-    def dim(self) -> int:
-        if self._dim is None:
-            self._request(["dimension probe"])
-        if self._dim is None:  # pragma: no cover - _request sets it or raises
-            raise self._fail("could not learn the embedding dimension")
-        return self._dim
-
-    @dim.setter
-    def dim(self, value: int) -> None:
-        self._dim = _positive(value, "embedder.dim")
+        try:
+            self.dim = _positive(dim, "embedder.dim") if dim is not None else self._request(["dim probe"]).shape[1]
+        except Exception:
+            self._client.close()
+            raise
 
     def _fail(self, message: str) -> StoreError:
         return StoreError(f"embeddings request to {self.url} (model {self.name!r}) failed: {message}", field="embedder")
 
-    def _request(self, batch: list[str]) -> Vectors:
+    def _request(self, batch: list[str], expect: int | None = None) -> Vectors:
         body = {"model": self.name, "input": batch, "encoding_format": "float"}
         try:
             resp = self._client.post(self.url, json=body)
@@ -207,17 +201,15 @@ class OpenAIEmbedder:
         if len(dims) != 1 or 0 in dims:
             raise self._fail(f"inconsistent embedding lengths {sorted(dims)}")
         got = dims.pop()
-        if self._dim is None:
-            self._dim = got
-        elif got != self._dim:
-            raise self._fail(f"expected {self._dim}-d embeddings, got {got}-d")
+        if expect is not None and got != expect:
+            raise self._fail(f"expected {expect}-d embeddings, got {got}-d")
         arr = np.asarray([rows[i] for i in range(len(batch))], dtype=np.float32)
         if not np.all(np.isfinite(arr)):
             raise self._fail("non-finite values in the embeddings")
         return _l2(arr, got)
 
     def _encode(self, texts: Sequence[str]) -> Vectors:
-        parts = [self._request(batch) for batch in _batches(texts, self.batch_size)]
+        parts = [self._request(batch, self.dim) for batch in _batches(texts, self.batch_size)]
         return np.concatenate(parts) if parts else np.zeros((0, self.dim), dtype=np.float32)
 
     def embed_passages(self, texts: Sequence[str]) -> Vectors:
@@ -253,7 +245,7 @@ class HashingEmbedder:
     def features(text: str) -> list[str]:
         tokens = tokenize(text)
         feats = [f"w:{t}" for t in tokens]
-        feats += [f"b:{a}{b}" for a, b in zip(tokens, tokens[1:], strict=False) if has_cjk(a) and has_cjk(b)]
+        feats += [f"b:{a}{b}" for a, b in pairwise(tokens) if has_cjk(a) and has_cjk(b)]
         return feats or ["<empty>"]
 
     def _vector(self, text: str) -> list[float]:
@@ -294,8 +286,9 @@ def build_embedder(kind: str = "minilm", **options: Any) -> Embedder:
     """
     cls = EMBEDDER_KINDS.get(str(kind).strip().lower())
     if cls is None:
-        raise ValidationError(f"unknown embedder kind {kind!r}; expected one of {sorted(EMBEDDER_KINDS)}",
-                              field="embedder.kind")
+        raise ValidationError(
+            f"unknown embedder kind {kind!r}; expected one of {sorted(EMBEDDER_KINDS)}", field="embedder.kind"
+        )
     kwargs = {k: v for k, v in options.items() if v is not None}
     for key, value in kwargs.items():
         if hasattr(value, "get_secret_value"):

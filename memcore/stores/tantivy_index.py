@@ -29,6 +29,7 @@ import shutil
 import threading
 import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 
@@ -52,6 +53,7 @@ _CJK_RUN_RE = re.compile(rf"[{_CJK_RANGES}]+")
 _MAX_TERMS = 64  # per script; bounds the cost of very long queries
 _MAX_QUERY_CHARS = 4096
 _MAX_TOKEN_BYTES = 64
+_TANTIVY_ERRORS = (ValueError, OSError, RuntimeError)
 
 
 def _en_analyzer() -> tantivy.TextAnalyzer:
@@ -129,7 +131,10 @@ class TantivyIndex:
             self._index.register_tokenizer(name, analyzer)
         self._index.config_reader(reload_policy="manual")
         self._lock = threading.Lock()
-        self._writer: tantivy.IndexWriter | None = self._index.writer(heap_size, num_threads)
+        try:
+            self._writer: tantivy.IndexWriter | None = self._index.writer(heap_size, num_threads)
+        except ValueError as exc:  # LockBusy: another writer holds this directory
+            raise StoreError(f"cannot open a writer on keyword index {self._path}: {exc}", field="path") from exc
         self._searcher: tantivy.Searcher | None = self._index.searcher()
 
     def _open(self) -> tantivy.Index:
@@ -168,70 +173,63 @@ class TantivyIndex:
                 doc.add_text("topics_cjk", run)
         return doc
 
-    def _commit(self, writer: tantivy.IndexWriter) -> None:
-        writer.commit()
-        self._index.reload()
-        self._searcher = self._index.searcher()
-
-    def _live_writer(self) -> tantivy.IndexWriter:
-        if self._writer is None:
-            raise StoreError("keyword index is closed")
-        return self._writer
+    @contextmanager
+    def _writing(self, what: str) -> Iterator[tantivy.IndexWriter]:
+        """Hold the writer; commit and swap the searcher on success, roll back on any failure."""
+        with self._lock:
+            if self._writer is None:
+                raise StoreError("keyword index is closed")
+            writer = self._writer
+            try:
+                yield writer
+                writer.commit()
+                self._index.reload()
+                self._searcher = self._index.searcher()
+            except BaseException as exc:
+                try:
+                    writer.rollback()
+                except _TANTIVY_ERRORS:
+                    log.exception("keyword index rollback failed")
+                if isinstance(exc, _TANTIVY_ERRORS):
+                    raise StoreError(f"keyword index {what} failed: {exc}") from exc
+                raise
 
     def upsert(self, entries: Sequence[Entry]) -> None:
         """Index entries, replacing by id; tombstoned entries are removed instead."""
         if not entries:
             return
-        with self._lock:
-            writer = self._live_writer()
-            try:
-                for entry in entries:
-                    writer.delete_documents_by_term("id", entry.id)
-                    if entry.active:
-                        writer.add_document(self._document(entry))
-                self._commit(writer)
-            except (ValueError, OSError, RuntimeError) as exc:
-                raise StoreError(f"keyword index write failed: {exc}") from exc
+        with self._writing("upsert") as writer:
+            for entry in entries:
+                writer.delete_documents_by_term("id", entry.id)
+                if entry.active:
+                    writer.add_document(self._document(entry))
 
     def delete(self, ids: Sequence[str]) -> None:
         """Remove documents by entry id (unknown ids are ignored)."""
         if not ids:
             return
-        with self._lock:
-            writer = self._live_writer()
-            try:
-                for entry_id in ids:
-                    writer.delete_documents_by_term("id", entry_id)
-                self._commit(writer)
-            except (ValueError, OSError, RuntimeError) as exc:
-                raise StoreError(f"keyword index delete failed: {exc}") from exc
+        with self._writing("delete") as writer:
+            for entry_id in ids:
+                writer.delete_documents_by_term("id", entry_id)
 
     def delete_user(self, key: UserKey) -> None:
         """Remove every document of ``key``."""
-        with self._lock:
-            writer = self._live_writer()
-            try:
-                writer.delete_documents_by_query(self._scope(key))
-                self._commit(writer)
-            except (ValueError, OSError, RuntimeError) as exc:
-                raise StoreError(f"keyword index delete failed: {exc}") from exc
+        with self._writing("delete_user") as writer:
+            writer.delete_documents_by_query(self._scope(key))
 
     def rebuild(self, entries: Iterator[Entry]) -> int:
-        """Drop everything and index the active ``entries`` in one commit; returns how many."""
-        with self._lock:
-            writer = self._live_writer()
-            count = 0
-            try:
-                writer.delete_all_documents()
-                for entry in entries:
-                    if entry.active:
-                        writer.add_document(self._document(entry))
-                        count += 1
-                self._commit(writer)
-            except (ValueError, OSError, RuntimeError) as exc:
-                writer.rollback()
-                raise StoreError(f"keyword index rebuild failed: {exc}") from exc
-            return count
+        """Drop everything and index the active ``entries`` in one commit; returns how many.
+
+        A failure (of tantivy or of the ``entries`` iterator) rolls back: the old index stays.
+        """
+        count = 0
+        with self._writing("rebuild") as writer:
+            writer.delete_all_documents()
+            for entry in entries:
+                if entry.active:
+                    writer.add_document(self._document(entry))
+                    count += 1
+        return count
 
     # ------------------------------------------------------------------ reads
 
@@ -292,7 +290,7 @@ class TantivyIndex:
         try:
             result = searcher.search(full, limit, count=False)
             return [(str(searcher.doc(addr).get_first("id")), float(score)) for score, addr in result.hits]
-        except (ValueError, OSError, RuntimeError) as exc:
+        except _TANTIVY_ERRORS as exc:
             raise StoreError(f"keyword search failed: {exc}") from exc
 
     def count(self) -> int:
@@ -310,6 +308,6 @@ class TantivyIndex:
             if writer is not None:
                 try:
                     writer.wait_merging_threads()
-                except (ValueError, OSError, RuntimeError) as exc:
+                except _TANTIVY_ERRORS as exc:
                     log.warning("keyword index close: %s", exc)
                 del writer

@@ -51,7 +51,8 @@ def test_dedup_threshold_is_080() -> None:
 
 def test_kind_fallback_requested_kind_first() -> None:
     primary = [hit("e1", "episode one", 0.2, Kind.EPISODE)]
-    fallback = [hit("f1", "fact", 0.9), hit("e1", "episode one", 0.2, Kind.EPISODE), hit("e2", "ep2", 0.1, Kind.EPISODE)]
+    fallback = [hit("f1", "fact", 0.9), hit("e1", "episode one", 0.2, Kind.EPISODE),
+                hit("e2", "ep2", 0.1, Kind.EPISODE)]
     out = fusion.merge_kind_fallback(primary, fallback, Kind.EPISODE)
     assert [h.entry.id for h in out] == ["e1", "e2", "f1"]
 

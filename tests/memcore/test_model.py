@@ -12,7 +12,7 @@ from memcore.service import make_key, validate
 @pytest.mark.parametrize(
     ("app", "user", "field"),
     [("", "u", "app"), ("a", "", "user"), ("a" * 129, "u", "app"), ("a", "u\x00", "user"), ("a\n", "u", "app"),
-     ("a", " u", "user")],
+     ("a", " u", "user"), ("a/b", "u", "app")],
 )
 def test_user_key_rejects_bad_ids(app: str, user: str, field: str) -> None:
     with pytest.raises(ValidationError) as info:

@@ -1,0 +1,93 @@
+"""Routing to named, detached shard actors on Ray.
+
+Shard ``k`` is the actor ``shard-{k}`` in the settings' namespace, created idempotently
+(``get_if_exists``) and restarted by Ray after a crash (``max_restarts=-1``) under the same name;
+it then reopens its stores (see :class:`actors.shard.ShardCore`). Users map to shards by the
+stable hash of (app, user) — never Python's ``hash()``.
+
+Reads that hit a restarting actor are retried for up to ``read_retry_s``; writes are not
+retried here (an update is not idempotent): they fail with a StoreError (HTTP 503 + retry hint).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+from actors.shard import ShardCore
+from memcore.errors import StoreError
+from memcore.ids import shard_of
+from memcore.model import UserKey
+from memcore.ports import Embedder
+from memcore.settings import Settings
+
+READ_METHODS = frozenset({"get", "read", "search", "preload", "ping", "status", "count"})
+
+
+def actor_name(shard: int) -> str:
+    return f"shard-{shard}"
+
+
+class RayShardBackend:
+    def __init__(
+        self,
+        settings: Settings,
+        embedder_factory: Callable[[], Embedder | None] | None = None,
+        *,
+        max_concurrency: int = 32,
+        read_retry_s: float = 30.0,
+    ) -> None:
+        self.settings = settings
+        self._embedder_factory = embedder_factory
+        self._max_concurrency = max_concurrency
+        self._read_retry_s = read_retry_s
+        self._actors: dict[int, Any] = {}
+
+    def actor(self, shard: int) -> Any:
+        """The handle of shard ``shard``, creating the actor if it does not exist yet."""
+        handle = self._actors.get(shard)
+        if handle is None:
+            import ray
+
+            embedder = self._embedder_factory() if self._embedder_factory else None
+            remote_cls = ray.remote(ShardCore)
+            handle = remote_cls.options(  # type: ignore[attr-defined]
+                name=actor_name(shard),
+                namespace=self.settings.namespace,
+                lifetime="detached",
+                get_if_exists=True,
+                max_restarts=-1,
+                max_task_retries=0,
+                max_concurrency=self._max_concurrency,
+                num_cpus=0,
+            ).remote(self.settings, shard, embedder)
+            self._actors[shard] = handle
+        return handle
+
+    def ensure_all(self) -> list[Any]:
+        return [self.actor(k) for k in range(self.settings.shards)]
+
+    async def call(self, key: UserKey, method: str, *args: Any) -> Any:
+        shard = shard_of(key, self.settings.shards)
+        return await self._invoke(shard, method, key, *args)
+
+    async def status(self) -> list[dict[str, Any]]:
+        return list(await asyncio.gather(*(self._invoke(k, "status") for k in range(self.settings.shards))))
+
+    async def _invoke(self, shard: int, method: str, *args: Any) -> Any:
+        from ray.exceptions import ActorUnavailableError, RayActorError
+
+        deadline = time.monotonic() + self._read_retry_s
+        delay = 0.05
+        while True:
+            try:
+                return await getattr(self.actor(shard), method).remote(*args)
+            except (RayActorError, ActorUnavailableError) as exc:
+                if method not in READ_METHODS or time.monotonic() > deadline:
+                    raise StoreError(
+                        f"shard {shard} is restarting ({type(exc).__name__}); retry the request", field="shard"
+                    ) from exc
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)

@@ -1,0 +1,133 @@
+"""memctl: run memcluster on this machine.
+
+  memctl up [--data-dir DIR] [--port 8000] [--host 127.0.0.1] [--config configs/serve.local.yaml]
+  memctl status
+  memctl down
+
+``up`` starts a local Ray head on loopback, deploys the Serve apps of the config with embedded
+defaults, waits until ``/readyz`` answers and prints the base URL. ``down`` stops what ``up``
+started; the data directory is kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from cluster import deploy
+
+STATE_FILE = Path(os.environ.get("MEMCTL_STATE", "~/.memcluster/memctl.json")).expanduser()
+DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "serve.local.yaml"
+
+
+def _ray_env() -> dict[str, str]:
+    return {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+
+
+def _ray_bin() -> str:
+    cand = Path(sys.executable).with_name("ray")
+    return str(cand) if cand.exists() else "ray"
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    plan = deploy.load_plan(Path(args.config), args.settings, data_dir=args.data_dir, host=args.host,
+                            port=args.port, shards=args.shards)
+    settings = plan.settings
+    gcs = f"127.0.0.1:{args.ray_port}"
+    started_ray = False
+    if not deploy.ray_reachable(gcs):
+        cmd = [_ray_bin(), "start", "--head", "--node-ip-address=127.0.0.1", f"--port={args.ray_port}",
+               "--include-dashboard=false", "--disable-usage-stats"]
+        if args.num_cpus is not None:
+            cmd.append(f"--num-cpus={args.num_cpus}")
+        print("starting Ray:", " ".join(cmd), flush=True)
+        subprocess.run(cmd, check=True, env=_ray_env(), stdout=subprocess.DEVNULL)
+        started_ray = True
+    base_url = deploy.apply(plan, gcs)
+    STATE_FILE.parent.mkdir(parents=True, exist_ok=True)
+    STATE_FILE.write_text(json.dumps({"gcs": gcs, "base_url": base_url, "data_dir": str(settings.data_dir),
+                                      "started_ray": started_ray, "namespace": settings.namespace}))
+    print("waiting for", f"{base_url}/readyz", flush=True)
+    if not deploy.wait_ready(base_url, timeout=args.timeout):
+        print(f"memcluster did not become ready within {args.timeout}s", file=sys.stderr)
+        return 1
+    print(f"memcluster is up: {base_url}  (data in {settings.data_dir})")
+    if args.foreground:
+        print("press Ctrl-C to stop", flush=True)
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            return cmd_down(args)
+    return 0
+
+
+def _state() -> dict[str, Any] | None:
+    if not STATE_FILE.exists():
+        return None
+    data: dict[str, Any] = json.loads(STATE_FILE.read_text())
+    return data
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    state = _state()
+    if state is None:
+        print("memcluster is not running (no state file)")
+        return 1
+    ready = deploy.readyz(state["base_url"])
+    print(json.dumps({"base_url": state["base_url"], "data_dir": state["data_dir"], "readyz": ready}, indent=2))
+    return 0 if ready and ready.get("status") == "ready" else 1
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    state = _state()
+    if state is None:
+        print("memcluster is not running (no state file)")
+        return 0
+    deploy.shutdown(state["gcs"], state.get("namespace", "memcluster"))
+    if state.get("started_ray"):
+        subprocess.run([_ray_bin(), "stop", "--force"], check=False, env=_ray_env(), stdout=subprocess.DEVNULL)
+    STATE_FILE.unlink(missing_ok=True)
+    print(f"memcluster stopped; data kept in {state['data_dir']}")
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="memctl", description="Run memcluster locally.")
+    sub = p.add_subparsers(dest="command", required=True)
+    up = sub.add_parser("up", help="start a local Ray head and deploy memcluster")
+    up.add_argument("--data-dir", default=None, help="where shards keep their stores (default ~/.memcluster/data)")
+    up.add_argument("--port", type=int, default=None, help="HTTP port (default 8000)")
+    up.add_argument("--host", default=None, help="HTTP host (default 127.0.0.1; other hosts need API keys)")
+    up.add_argument("--shards", type=int, default=None)
+    up.add_argument("--config", default=str(DEFAULT_CONFIG), help="Serve config YAML")
+    up.add_argument("--settings", default=None, help="memcluster settings YAML (MEMCLUSTER_* env overrides it)")
+    up.add_argument("--ray-port", type=int, default=6390)
+    up.add_argument("--num-cpus", type=int, default=None)
+    up.add_argument("--timeout", type=float, default=300.0)
+    up.add_argument("--foreground", action="store_true", help="stay attached; Ctrl-C runs `memctl down`")
+    up.set_defaults(func=cmd_up)
+    st = sub.add_parser("status", help="show readiness and shards")
+    st.set_defaults(func=cmd_status)
+    down = sub.add_parser("down", help="stop what `up` started (data is kept)")
+    down.set_defaults(func=cmd_down)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except (ValueError, subprocess.CalledProcessError) as exc:
+        print(f"memctl: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

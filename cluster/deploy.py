@@ -1,0 +1,143 @@
+"""Apply a Serve config (``configs/*.yaml``) to a running Ray cluster, and probe readiness.
+
+The config's ``args.settings`` are the lowest settings layer; a settings file, the
+``MEMCLUSTER_*`` environment and memctl's flags override them. The resolved settings
+(absolute data_dir, secrets included) are handed to each app's builder as its args.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import socket
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from memcore.settings import Settings, load_settings, to_plain
+
+
+@dataclass
+class AppSpec:
+    name: str
+    route_prefix: str
+    import_path: str
+    args: dict[str, Any]
+
+
+@dataclass
+class Plan:
+    settings: Settings
+    host: str
+    port: int
+    apps: list[AppSpec] = field(default_factory=list)
+
+
+def load_plan(config: Path, settings_file: str | None = None, **flags: Any) -> Plan:
+    """Read a Serve config and resolve the settings every app will get."""
+    raw = yaml.safe_load(config.read_text(encoding="utf-8")) or {}
+    apps_raw = raw.get("applications") or []
+    if not apps_raw:
+        raise ValueError(f"{config}: no applications")
+    defaults = dict((apps_raw[0].get("args") or {}).get("settings") or {})
+    http = raw.get("http_options") or {}
+    defaults.setdefault("http", {})
+    defaults["http"] = {"host": http.get("host", "127.0.0.1"), "port": http.get("port", 8000), **defaults["http"]}
+    overrides: dict[str, Any] = {}
+    if flags.get("data_dir"):
+        overrides["data_dir"] = flags["data_dir"]
+    if flags.get("shards"):
+        overrides["shards"] = flags["shards"]
+    http_over = {k: v for k, v in (("host", flags.get("host")), ("port", flags.get("port"))) if v}
+    settings = load_settings(settings_file, defaults=defaults)
+    if http_over:
+        overrides["http"] = settings.http.model_copy(update=http_over)
+    if overrides:
+        settings = settings.model_copy(update=overrides)
+    settings = settings.model_copy(update={"data_dir": Path(settings.data_dir).expanduser().resolve()})
+    from serve_apps.builder import check_exposure  # lazy: imports ray
+
+    check_exposure(settings)
+    apps = []
+    for a in apps_raw:
+        args = dict(a.get("args") or {})
+        args["settings"] = to_plain(settings)
+        args.pop("settings_file", None)
+        apps.append(AppSpec(a["name"], a.get("route_prefix", "/"), a["import_path"], args))
+    return Plan(settings=settings, host=settings.http.host, port=settings.http.port, apps=apps)
+
+
+def ray_reachable(address: str) -> bool:
+    """True when something listens on the GCS address (a Ray head is up)."""
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=1.0):
+            return True
+    except OSError:
+        return False
+
+
+def apply(plan: Plan, address: str) -> str:
+    """Deploy every app of the plan; returns the base URL."""
+    import ray
+    from ray import serve
+
+    ray.init(address=address, namespace=plan.settings.namespace, logging_level="ERROR", log_to_driver=False)
+    try:
+        serve.start(http_options={"host": plan.host, "port": plan.port})
+        for app in plan.apps:
+            module, _, attr = app.import_path.partition(":")
+            builder = getattr(importlib.import_module(module), attr)
+            serve.run(builder(app.args), name=app.name, route_prefix=app.route_prefix, blocking=False)
+    finally:
+        ray.shutdown()
+    host = "127.0.0.1" if plan.host in ("0.0.0.0", "::") else plan.host
+    return f"http://{host}:{plan.port}"
+
+
+def readyz(base_url: str, timeout: float = 5.0) -> dict[str, Any] | None:
+    try:
+        with urllib.request.urlopen(f"{base_url}/readyz", timeout=timeout) as resp:
+            data: dict[str, Any] = json.loads(resp.read())
+            return data
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+
+
+def wait_ready(base_url: str, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ready = readyz(base_url)
+        if ready and ready.get("status") == "ready":
+            return True
+        time.sleep(1.0)
+    return False
+
+
+def shutdown(address: str, namespace: str) -> None:
+    """Delete the Serve apps and the detached shard actors (their data stays on disk)."""
+    import ray
+    from ray import serve
+
+    from actors.router import actor_name
+
+    try:
+        ray.init(address=address, namespace=namespace, logging_level="ERROR", log_to_driver=False)
+    except (ConnectionError, RuntimeError):
+        return
+    try:
+        serve.shutdown()
+        k = 0
+        while True:
+            try:
+                ray.kill(ray.get_actor(actor_name(k), namespace=namespace))
+            except ValueError:
+                break
+            k += 1
+    finally:
+        ray.shutdown()

@@ -1,0 +1,153 @@
+"""The asyncio client: the methods of :class:`memclient.MemoryClient`, awaited.
+
+Request building and response parsing live in :mod:`memclient._protocol`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from types import TracebackType
+from typing import Any, TypeVar
+
+import httpx
+
+from memclient import _protocol as P
+from memclient._protocol import DEFAULT_BASE_URL, TimeLike
+from memclient.types import Entry, Job, PreloadResult, SearchHit
+
+T = TypeVar("T")
+
+
+class AsyncMemoryClient:
+    """Asyncio client for the memcluster HTTP API.
+
+    ``transport`` replaces httpx's network transport (e.g. ``httpx.MockTransport`` in tests).
+    Every method raises a :class:`memclient.MemclientError` subclass on an error answer.
+    """
+
+    def __init__(
+        self,
+        base_url: str = DEFAULT_BASE_URL,
+        api_key: str | None = None,
+        timeout: float = 10.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self._http = httpx.AsyncClient(
+            base_url=base_url, headers=P.headers(api_key), timeout=timeout, transport=transport
+        )
+
+    async def __aenter__(self) -> AsyncMemoryClient:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+    async def _send(self, call: P.Call[T]) -> T:
+        try:
+            response = await self._http.request(call.method, call.path, params=call.params, json=call.body)
+        except httpx.TransportError as exc:
+            raise P.transport_error(call, exc) from exc
+        return P.finish(call, response)
+
+    # ------------------------------------------------------------------ memories
+    async def add(
+        self, app: str, user: str, text: str, *, topics: Sequence[str] | None = None, kind: str = "fact",
+        event_time: TimeLike | None = None, participants: Sequence[str] | None = None,
+        location: str | None = None, source: str | None = None, provenance: Sequence[str] | None = None,
+    ) -> Entry:
+        """Add a memory (idempotent for the same content); returns the stored entry with its id."""
+        body = P.memory_body(text, topics=topics, kind=kind, event_time=event_time, participants=participants,
+                             location=location, source=source, provenance=provenance)
+        return await self._send(P.add(app, user, body))
+
+    async def get(self, app: str, user: str, memory_id: str) -> Entry:
+        """One active entry; :class:`NotFound` for an unknown or deleted id."""
+        return await self._send(P.get(app, user, memory_id))
+
+    async def read(self, app: str, user: str, limit: int | None = None) -> list[Entry]:
+        """The user's active entries, newest first (the server's default count when ``limit`` is None)."""
+        return await self._send(P.read(app, user, limit))
+
+    async def update(
+        self, app: str, user: str, memory_id: str, text: str, *, topics: Sequence[str] | None = None,
+        kind: str = "fact", event_time: TimeLike | None = None, participants: Sequence[str] | None = None,
+        location: str | None = None, source: str | None = None, provenance: Sequence[str] | None = None,
+    ) -> Entry:
+        """Replace a memory's content; the returned entry carries the effective (possibly rotated) id."""
+        body = P.memory_body(text, topics=topics, kind=kind, event_time=event_time, participants=participants,
+                             location=location, source=source, provenance=provenance)
+        return await self._send(P.update(app, user, memory_id, body))
+
+    async def delete(self, app: str, user: str, memory_id: str, hard: bool | None = None) -> None:
+        """Delete one memory (soft by default on the server; ``hard=True`` removes it)."""
+        await self._send(P.delete(app, user, memory_id, hard))
+
+    async def clear(self, app: str, user: str, hard: bool | None = None) -> None:
+        """Delete every memory of the user."""
+        await self._send(P.clear(app, user, hard))
+
+    async def search(
+        self, app: str, user: str, query: str, *, kind: str | None = None, time_from: TimeLike | None = None,
+        time_to: TimeLike | None = None, max_results: int | None = None, similarity_threshold: float | None = None,
+        order_by_event_time: bool | None = None, deduplicate: bool | None = None, kind_fallback: bool | None = None,
+        hybrid: bool | None = None, rrf_k: int | None = None,
+    ) -> list[SearchHit]:
+        """Ranked hits; options left as None take the server's defaults."""
+        options = {"kind": kind, "time_from": time_from, "time_to": time_to, "max_results": max_results,
+                   "similarity_threshold": similarity_threshold, "order_by_event_time": order_by_event_time,
+                   "deduplicate": deduplicate, "kind_fallback": kind_fallback, "hybrid": hybrid, "rrf_k": rrf_k}
+        return await self._send(P.search(app, user, P.search_body(query, options)))
+
+    async def preload(
+        self, app: str, user: str, budget: int = 10, message: str = "", mode: str = "system",
+        playbook: str | None = None,
+    ) -> PreloadResult:
+        """The memories to inject before a model call (budget 0 off, -1 all) and their rendered block."""
+        return await self._send(P.preload(app, user, budget, message, mode, playbook))
+
+    # ------------------------------------------------------------------ tools
+    async def tools(self, app: str, mode: str = "agentic") -> list[dict[str, Any]]:
+        """The exposed memory tools as OpenAI function-calling schemas."""
+        return await self._send(P.tools(app, mode))
+
+    async def call_tool(
+        self, app: str, user: str, name: str, arguments: Mapping[str, Any], mode: str = "agentic"
+    ) -> dict[str, Any]:
+        """Execute one tool call; returns the tool's JSON result (:class:`AuthError` if disabled)."""
+        return await self._send(P.call_tool(app, user, name, arguments, mode))
+
+    # ------------------------------------------------------------------ auto memory
+    async def ingest(
+        self, app: str, user: str, session: str, events: Sequence[Mapping[str, Any]], **extra: Any
+    ) -> str:
+        """Send a session's events for background extraction; returns the job id (202).
+
+        Requires a server with auto memory. ``events`` are dicts with id, role
+        (user|assistant|tool), content, tool_calls, timestamp, external_context; the whole
+        session may be sent each turn (the server only extracts the delta after its cursor).
+        """
+        return await self._send(P.ingest(app, user, session, events, extra))
+
+    async def job(self, job_id: str) -> Job:
+        """Status of an ingest job (queued / running / done / failed). Requires a server with auto memory."""
+        return await self._send(P.job(job_id))
+
+    async def recall(self, app: str, user: str, query: str, **options: Any) -> dict[str, Any]:
+        """Search archived raw turns of the user's other sessions; returns the server's JSON.
+
+        Requires a server with auto memory.
+        """
+        return await self._send(P.recall(app, user, P.search_body(query, options)))
+
+    # ------------------------------------------------------------------ health
+    async def healthz(self) -> dict[str, Any]:
+        return await self._send(P.healthz())
+
+    async def readyz(self) -> dict[str, Any]:
+        """Shard status; :class:`Unavailable` while shards are unreachable."""
+        return await self._send(P.readyz())

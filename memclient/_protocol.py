@@ -1,0 +1,243 @@
+"""Pure request builders and response parsers shared by the sync and async clients.
+
+Each builder returns a :class:`Call`: the HTTP method, path, query and JSON body, plus the
+function that turns the decoded JSON of a 2xx answer into the typed result. The clients only
+send the call and hand the response to :func:`finish`; nothing else differs between them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Generic, TypeVar
+from urllib.parse import quote
+
+import httpx
+
+from memclient.errors import MemclientError, Unavailable, Unreachable, error_class
+from memclient.types import Entry, Job, PreloadResult, SearchHit
+
+T = TypeVar("T")
+DEFAULT_BASE_URL = "http://127.0.0.1:8000"
+USER_AGENT = "memclient/0.1"
+TimeLike = datetime | str
+
+
+@dataclass(frozen=True)
+class Call(Generic[T]):
+    method: str
+    path: str
+    parse: Callable[[Any], T]
+    params: dict[str, str] | None = None
+    body: dict[str, Any] | None = None
+
+
+def headers(api_key: str | None) -> dict[str, str]:
+    out = {"Accept": "application/json", "User-Agent": USER_AGENT}
+    if api_key:
+        out["Authorization"] = f"Bearer {api_key}"
+    return out
+
+
+def _seg(value: str) -> str:
+    return quote(str(value), safe="")
+
+
+def user_path(app: str, user: str, *rest: str) -> str:
+    return "/".join(["", "v1", "apps", _seg(app), "users", _seg(user), *(_seg(r) for r in rest)])
+
+
+def _time(value: TimeLike | None) -> str | None:
+    if value is None:
+        return None
+    return value.isoformat() if isinstance(value, datetime) else str(value)
+
+
+def _flag(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def _none(_: Any) -> None:
+    return None
+
+
+def _dict(data: Any) -> dict[str, Any]:
+    return dict(data) if isinstance(data, Mapping) else {"value": data}
+
+
+def _entries(data: Any) -> list[Entry]:
+    return [Entry.from_json(e) for e in data["entries"]]
+
+
+# ----------------------------------------------------------------------------- bodies
+def memory_body(
+    text: str,
+    *,
+    topics: Sequence[str] | None = None,
+    kind: str = "fact",
+    event_time: TimeLike | None = None,
+    participants: Sequence[str] | None = None,
+    location: str | None = None,
+    source: str | None = None,
+    provenance: Sequence[str] | None = None,
+) -> dict[str, Any]:
+    """The Memory JSON; unset optional fields are left out so the server's defaults apply."""
+    body: dict[str, Any] = {"text": text, "kind": kind}
+    optional: dict[str, Any] = {
+        "topics": list(topics) if topics is not None else None,
+        "event_time": _time(event_time),
+        "participants": list(participants) if participants is not None else None,
+        "location": location,
+        "source": source,
+        "provenance": list(provenance) if provenance is not None else None,
+    }
+    body.update({k: v for k, v in optional.items() if v is not None})
+    return body
+
+
+def search_body(query: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    body: dict[str, Any] = {"query": query}
+    for name, value in options.items():
+        if value is not None:
+            body[name] = _time(value) if isinstance(value, datetime) else value
+    return body
+
+
+# ----------------------------------------------------------------------------- memories
+def add(app: str, user: str, body: dict[str, Any]) -> Call[Entry]:
+    return Call("POST", user_path(app, user, "memories"), Entry.from_json, body=body)
+
+
+def get(app: str, user: str, memory_id: str) -> Call[Entry]:
+    return Call("GET", user_path(app, user, "memories", memory_id), Entry.from_json)
+
+
+def read(app: str, user: str, limit: int | None) -> Call[list[Entry]]:
+    params = {"limit": str(limit)} if limit is not None else None
+    return Call("GET", user_path(app, user, "memories"), _entries, params=params)
+
+
+def update(app: str, user: str, memory_id: str, body: dict[str, Any]) -> Call[Entry]:
+    return Call("PATCH", user_path(app, user, "memories", memory_id), Entry.from_json, body=body)
+
+
+def delete(app: str, user: str, memory_id: str, hard: bool | None) -> Call[None]:
+    params = {"hard": _flag(hard)} if hard is not None else None
+    return Call("DELETE", user_path(app, user, "memories", memory_id), _none, params=params)
+
+
+def clear(app: str, user: str, hard: bool | None) -> Call[None]:
+    params = {"hard": _flag(hard)} if hard is not None else None
+    return Call("DELETE", user_path(app, user, "memories"), _none, params=params)
+
+
+def search(app: str, user: str, body: dict[str, Any]) -> Call[list[SearchHit]]:
+    return Call("POST", user_path(app, user, "memories", "search"),
+                lambda data: [SearchHit.from_json(h) for h in data["hits"]], body=body)
+
+
+def preload(app: str, user: str, budget: int, message: str, mode: str, playbook: str | None) -> Call[PreloadResult]:
+    body: dict[str, Any] = {"budget": budget, "message": message, "mode": mode}
+    if playbook is not None:
+        body["playbook"] = playbook
+    return Call("POST", user_path(app, user, "preload"), PreloadResult.from_json, body=body)
+
+
+# ----------------------------------------------------------------------------- tools
+def tools(app: str, mode: str) -> Call[list[dict[str, Any]]]:
+    return Call("GET", f"/v1/apps/{_seg(app)}/tools", lambda data: list(data["tools"]), params={"mode": mode})
+
+
+def call_tool(app: str, user: str, name: str, arguments: Mapping[str, Any], mode: str) -> Call[dict[str, Any]]:
+    body = {"arguments": dict(arguments), "mode": mode}
+    return Call("POST", user_path(app, user, "tools", name), _dict, body=body)
+
+
+# ----------------------------------------------------------------------------- auto memory
+def ingest(
+    app: str, user: str, session: str, events: Sequence[Mapping[str, Any]], extra: Mapping[str, Any]
+) -> Call[str]:
+    body: dict[str, Any] = {"events": [_event(e) for e in events], **{k: v for k, v in extra.items() if v is not None}}
+    return Call("POST", user_path(app, user, "sessions", session, "events"), lambda d: str(d["job_id"]), body=body)
+
+
+def _event(event: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: (_time(v) if isinstance(v, datetime) else v) for k, v in event.items()}
+
+
+def job(job_id: str) -> Call[Job]:
+    return Call("GET", f"/v1/jobs/{_seg(job_id)}", Job.from_json)
+
+
+def recall(app: str, user: str, body: dict[str, Any]) -> Call[dict[str, Any]]:
+    return Call("POST", user_path(app, user, "sessions", "recall"), _dict, body=body)
+
+
+# ----------------------------------------------------------------------------- health
+def healthz() -> Call[dict[str, Any]]:
+    return Call("GET", "/healthz", _dict)
+
+
+def readyz() -> Call[dict[str, Any]]:
+    return Call("GET", "/readyz", _dict)
+
+
+# ----------------------------------------------------------------------------- responses
+def finish(call: Call[T], response: httpx.Response) -> T:
+    """The typed result of a 2xx answer; otherwise raise the matching :class:`MemclientError`."""
+    if not response.is_success:
+        raise error_from_response(response)
+    data = response.json() if response.content else None
+    try:
+        return call.parse(data)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise MemclientError(f"unexpected response to {call.method} {call.path}: {exc!r}",
+                             status=response.status_code, error="BadResponse") from exc
+
+
+def error_from_response(response: httpx.Response) -> MemclientError:
+    status = response.status_code
+    error, field, message = _error_fields(response)
+    cls = error_class(status)
+    if cls is Unavailable:
+        return Unavailable(message, status=status, error=error, field=field,
+                           retry_after=retry_after(response.headers.get("Retry-After")))
+    return cls(message, status=status, error=error, field=field)
+
+
+def _error_fields(response: httpx.Response) -> tuple[str | None, str | None, str]:
+    try:
+        data = response.json()
+    except ValueError:
+        text = response.text.strip()
+        return None, None, text[:500] or response.reason_phrase or f"HTTP {response.status_code}"
+    if isinstance(data, Mapping):
+        if "message" in data or "error" in data:
+            return (_str(data.get("error")), _str(data.get("field")),
+                    str(data.get("message") or data.get("error") or f"HTTP {response.status_code}"))
+        detail = data.get("detail")
+        if isinstance(detail, list) and detail and isinstance(detail[0], Mapping):  # FastAPI's default 422
+            loc = [str(p) for p in detail[0].get("loc", []) if p not in ("body", "query", "path")]
+            return "ValidationError", ".".join(loc) or None, str(detail[0].get("msg", "invalid request"))
+        if detail is not None:
+            return None, None, str(detail)
+    return None, None, str(data)
+
+
+def _str(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def retry_after(value: str | None) -> float | None:
+    """Seconds from a Retry-After header (delta-seconds form); None when absent or a date."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return None
+
+
+def transport_error(call: Call[Any], exc: httpx.TransportError) -> MemclientError:
+    return Unreachable(f"{call.method} {call.path}: {type(exc).__name__}: {exc}", error=type(exc).__name__)

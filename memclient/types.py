@@ -1,0 +1,116 @@
+"""Typed results: plain dataclasses built from the service's JSON (unknown fields are ignored)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+
+def parse_time(value: Any) -> datetime | None:
+    """An ISO-8601 string from the service (``Z`` or an offset) as an aware datetime; None stays None."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, datetime):
+        return value
+    return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+
+
+def _req_time(value: Any, name: str) -> datetime:
+    t = parse_time(value)
+    if t is None:
+        raise ValueError(f"entry field {name} is missing")
+    return t
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A stored memory. ``kind`` is ``fact`` or ``episode``; ``source`` is ``user`` or ``assistant``."""
+
+    id: str
+    app: str
+    user: str
+    text: str
+    created_at: datetime
+    updated_at: datetime
+    topics: list[str] = field(default_factory=list)
+    kind: str = "fact"
+    event_time: datetime | None = None
+    participants: list[str] = field(default_factory=list)
+    location: str | None = None
+    source: str = "user"
+    provenance: list[str] = field(default_factory=list)
+    deleted_at: datetime | None = None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Entry:
+        return cls(
+            id=str(data["id"]),
+            app=str(data["app"]),
+            user=str(data["user"]),
+            text=str(data["text"]),
+            created_at=_req_time(data.get("created_at"), "created_at"),
+            updated_at=_req_time(data.get("updated_at"), "updated_at"),
+            topics=list(data.get("topics") or []),
+            kind=str(data.get("kind") or "fact"),
+            event_time=parse_time(data.get("event_time")),
+            participants=list(data.get("participants") or []),
+            location=data.get("location"),
+            source=str(data.get("source") or "user"),
+            provenance=list(data.get("provenance") or []),
+            deleted_at=parse_time(data.get("deleted_at")),
+        )
+
+    @property
+    def active(self) -> bool:
+        return self.deleted_at is None
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    entry: Entry
+    score: float
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> SearchHit:
+        return cls(entry=Entry.from_json(data["entry"]), score=float(data["score"]))
+
+
+@dataclass(frozen=True)
+class PreloadResult:
+    """The chosen entries, the rendered memory block (empty when nothing is injected), the
+    injection mode (``system`` | ``user``) and how the entries were chosen
+    (``off`` | ``all`` | ``search`` | ``recent`` | ``failed``)."""
+
+    entries: list[Entry]
+    text: str
+    mode: str
+    strategy: str
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> PreloadResult:
+        return cls(
+            entries=[Entry.from_json(e) for e in data.get("entries") or []],
+            text=str(data.get("text") or ""),
+            mode=str(data.get("mode") or "system"),
+            strategy=str(data.get("strategy") or "off"),
+        )
+
+
+@dataclass(frozen=True)
+class Job:
+    """An ingest job (auto memory): ``status`` is queued | running | done | failed; the rest of the
+    server's answer (per-operation results, errors) is kept in ``data``."""
+
+    job_id: str
+    status: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Job:
+        job_id = data.get("job_id", data.get("id"))
+        return cls(job_id=str(job_id), status=str(data.get("status") or ""), data=dict(data))
+
+    @property
+    def finished(self) -> bool:
+        return self.status in ("done", "failed")

@@ -1,0 +1,259 @@
+"""VectorStore over Qdrant Edge (``qdrant-edge-py``): one embedded shard per directory.
+
+Durability: every update goes to the shard's write-ahead log and is then flushed, so an
+acknowledged write survives the process dying right after it. Opening a directory that
+already holds a shard loads it (the dimension is checked); otherwise a new shard is created.
+Only one process may hold a directory open at a time (the engine locks its WAL).
+
+Indexes: app, user (tenant), kind, event_ts and deleted_at get payload indexes, so a search
+scoped to one user only scores that user's points. "Active only" is ``deleted_at`` empty,
+not ``deleted == false``: qdrant-edge-py 0.9.0 converts ``MatchValue(False)`` to the
+integer 0, which never matches a boolean payload value (Entry.to_payload writes both).
+
+Edge runs no background optimizer: segments stay plain (brute force over the filtered
+points, fast per user) until :meth:`QdrantEdgeStore.optimize` is called, which builds HNSW
+and vacuums deletions and can take minutes for 100k points; call it from maintenance,
+never on the write path.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+import qdrant_edge as qe
+
+from memcore.errors import StoreError
+from memcore.ids import point_id
+from memcore.model import Entry, Kind, UserKey
+from memcore.ports import Vectors
+from memcore.stores.qdrant_common import (
+    INDEXED_FIELDS,
+    SCROLL_PAGE,
+    TENANT_FIELD,
+    FilterSpec,
+    belongs,
+    check_limit,
+    engine_errors,
+    from_payload,
+    in_request_order,
+    paginate,
+    query_vector,
+    scope_filter,
+    to_payload,
+    vector_rows,
+)
+
+#: Tombstone marker tested for "active only" (null or missing = active); indexed as a keyword
+#: in place of the ``deleted`` flag, which this engine's binding cannot match (see below).
+TOMBSTONE_FIELD = "deleted_at"
+EDGE_INDEXES: dict[str, Literal["keyword", "float", "bool"]] = {
+    f: k for f, k in INDEXED_FIELDS.items() if f != "deleted"
+} | {TOMBSTONE_FIELD: "keyword"}
+
+
+def _edge_filter(spec: FilterSpec) -> qe.Filter | None:
+    if spec.empty:
+        return None
+    must: list[Any] = [qe.FieldCondition(f, match=qe.MatchValue(v)) for f, v in spec.matches]
+    must += [qe.FieldCondition(r.field, range=qe.RangeFloat(gte=r.gte, lte=r.lte)) for r in spec.ranges]
+    if spec.point_ids is not None:
+        must.append(qe.HasIdCondition(set(spec.point_ids)))
+    if spec.active_only:
+        # not ``deleted == false``: qdrant-edge-py 0.9.0 turns MatchValue(False) into the
+        # integer 0, which never matches a boolean payload value.
+        must.append(qe.IsEmptyCondition(TOMBSTONE_FIELD))
+    return qe.Filter(must=must)
+
+
+def _index_params(field: str, kind: str) -> Any:
+    """Index parameters: the tenant field gets per-tenant HNSW links, the others none."""
+    if field == TENANT_FIELD:
+        return qe.KeywordIndexParams(is_tenant=True)
+    if kind == "keyword":
+        return qe.KeywordIndexParams(enable_hnsw=False)
+    if kind == "float":
+        return qe.FloatIndexParams(enable_hnsw=False)
+    return qe.BoolIndexParams(enable_hnsw=False)
+
+
+class QdrantEdgeStore:
+    """An embedded Qdrant shard in ``path`` holding ``dim``-dimensional cosine vectors.
+
+    Calls are serialised by a lock (the store may be shared by threads of one actor).
+    Engine failures raise :class:`memcore.errors.StoreError`; bad arguments ``ValueError``.
+    """
+
+    def __init__(self, path: str | Path, dim: int) -> None:
+        if dim < 1:
+            raise ValueError("dim must be at least 1")
+        self.dim = dim
+        self.path = Path(path)
+        self._lock = threading.RLock()
+        config = qe.EdgeConfig(vectors=qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine))
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            if self._holds_shard():
+                shard = qe.EdgeShard.load(str(self.path), config)
+            else:
+                shard = qe.EdgeShard.create(str(self.path), config)
+        except Exception as exc:
+            raise StoreError(f"cannot open vector shard {self.path}: {exc}", field="path") from exc
+        self._shard: qe.EdgeShard | None = shard
+        try:
+            self._ensure_indexes()
+        except BaseException:
+            self.close()
+            raise
+
+    def _holds_shard(self) -> bool:
+        segments = self.path / "segments"
+        return (self.path / "edge_config.json").exists() or (segments.is_dir() and any(segments.iterdir()))
+
+    def _ensure_indexes(self) -> None:
+        with self._engine("index creation") as shard:
+            existing = set(shard.info().payload_schema)
+            missing = [(f, k) for f, k in EDGE_INDEXES.items() if f not in existing]
+            for field, kind in missing:
+                shard.update(qe.UpdateOperation.create_field_index(field, _index_params(field, kind)))
+            if missing:
+                shard.flush()
+
+    @contextmanager
+    def _engine(self, what: str) -> Iterator[qe.EdgeShard]:
+        """The open shard, under the lock; engine errors become StoreError."""
+        with self._lock:
+            if self._shard is None:
+                raise StoreError(f"vector store {self.path} is closed", field="path")
+            with engine_errors(what):
+                yield self._shard
+
+    def _apply(self, what: str, operations: Sequence[qe.UpdateOperation]) -> None:
+        """Applies updates in order, then flushes: nothing acknowledged is left only in memory."""
+        if not operations:
+            return
+        with self._engine(what) as shard:
+            for op in operations:
+                shard.update(op)
+            shard.flush()
+
+    @staticmethod
+    def _filter(spec: FilterSpec) -> qe.Filter:
+        flt = _edge_filter(spec)
+        if flt is None:
+            raise ValueError("refusing an unscoped filter")
+        return flt
+
+    # -- writes -------------------------------------------------------------------------
+
+    def upsert(self, entries: Sequence[Entry], vectors: Vectors) -> None:
+        """Insert or replace entries (by id) with their vectors (one row each)."""
+        rows = vector_rows(entries, vectors, self.dim)
+        points = [qe.Point(point_id(e.id), row, to_payload(e)) for e, row in zip(entries, rows, strict=True)]
+        self._apply("upsert", [qe.UpdateOperation.upsert_points(points)] if points else [])
+
+    def set_payload(self, entries: Sequence[Entry]) -> None:
+        """Replace the stored entries (by id and scope) keeping their vectors; unknown ids are ignored."""
+        ops = [
+            qe.UpdateOperation.overwrite_payload_by_filter(self._filter(scope_filter(e.key, ids=[e.id])), to_payload(e))
+            for e in entries
+        ]
+        self._apply("set_payload", ops)
+
+    def delete(self, key: UserKey, ids: Sequence[str]) -> None:
+        """Hard-delete entries of ``key`` by id (unknown ids and other users' ids are ignored)."""
+        if ids:
+            flt = self._filter(scope_filter(key, ids=ids))
+            self._apply("delete", [qe.UpdateOperation.delete_points_by_filter(flt)])
+
+    def delete_user(self, key: UserKey) -> None:
+        """Hard-delete every entry of ``key``."""
+        flt = self._filter(scope_filter(key))
+        self._apply("delete_user", [qe.UpdateOperation.delete_points_by_filter(flt)])
+
+    # -- reads --------------------------------------------------------------------------
+
+    def get(self, key: UserKey, ids: Sequence[str]) -> list[Entry]:
+        """Entries of ``key`` with these ids, tombstones included; unknown ids are absent."""
+        if not ids:
+            return []
+        spec = scope_filter(key, ids=ids)
+        request = qe.ScrollRequest(limit=len(spec.point_ids or ()), filter=self._filter(spec), with_payload=True)
+        with self._engine("get") as shard:
+            records, _ = shard.scroll(request)
+            found = [from_payload(r.payload) for r in records]
+        return in_request_order([e for e in found if belongs(e, key)], ids)
+
+    def search(
+        self,
+        key: UserKey,
+        vector: npt.NDArray[np.float32],
+        *,
+        limit: int,
+        kind: Kind | None = None,
+        time_from: datetime | None = None,
+        time_to: datetime | None = None,
+    ) -> list[tuple[Entry, float]]:
+        """Active entries of ``key`` nearest to ``vector`` (cosine), best first."""
+        spec = scope_filter(key, active_only=True, kind=kind, time_from=time_from, time_to=time_to)
+        request = qe.QueryRequest(
+            limit=check_limit(limit),
+            query=qe.Query.Nearest(query_vector(vector, self.dim)),
+            filter=self._filter(spec),
+            with_payload=True,
+            with_vector=False,
+        )
+        with self._engine("search") as shard:
+            hits = [(from_payload(p.payload), float(p.score)) for p in shard.query(request)]
+        return [(e, s) for e, s in hits if belongs(e, key)]
+
+    def scroll(self, key: UserKey | None = None, *, include_deleted: bool = True) -> Iterator[Entry]:
+        """Every entry of ``key`` (or of the whole store when ``key`` is None), in point-id order."""
+        flt = _edge_filter(scope_filter(key, active_only=not include_deleted))
+
+        def fetch(offset: Any) -> tuple[list[Entry], Any]:
+            request = qe.ScrollRequest(offset=offset, limit=SCROLL_PAGE, filter=flt, with_payload=True)
+            with self._engine("scroll") as shard:
+                records, nxt = shard.scroll(request)
+                return [from_payload(r.payload) for r in records], nxt
+
+        return paginate(fetch)
+
+    def count(self, key: UserKey | None = None, *, include_deleted: bool = False) -> int:
+        """Number of entries of ``key`` (or of the whole store), active only unless asked otherwise."""
+        flt = _edge_filter(scope_filter(key, active_only=not include_deleted))
+        with self._engine("count") as shard:
+            return int(shard.count(qe.CountRequest(exact=True, filter=flt)))
+
+    # -- maintenance --------------------------------------------------------------------
+
+    def optimize(self) -> bool:
+        """Run the engine's optimizers (HNSW build, vacuum, merge) to completion; blocking."""
+        with self._engine("optimize") as shard:
+            changed = bool(shard.optimize())
+            shard.flush()
+        return changed
+
+    def close(self) -> None:
+        """Flush and release the directory; a second close is a no-op."""
+        with self._lock:
+            shard, self._shard = self._shard, None
+            if shard is None:
+                return
+            with engine_errors("close"):
+                try:
+                    shard.flush()
+                finally:
+                    shard.close()
+
+    def __enter__(self) -> QdrantEdgeStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,325 @@
+"""The FastAPI application of the memory service, independent of Ray.
+
+``create_app()`` builds every route; ``attach(app, backend, settings)`` gives it a
+:class:`actors.backend.ShardBackend` (Ray actors behind Ray Serve, or
+:class:`actors.backend.LocalShardBackend` under uvicorn). Until then ``/readyz`` and every
+``/v1`` route answer 503.
+
+Routes (user-scoped ones under ``/v1/apps/{app}/users/{user}``)::
+
+    POST   /memories               add (201)              GET  /memories?limit=N   newest first
+    GET    /memories/{id}          get                    PATCH /memories/{id}     update (id may rotate)
+    DELETE /memories/{id}?hard=    delete (204)           DELETE /memories?hard=   clear (204)
+    POST   /memories/search        search                 POST /preload            preload
+    POST   /tools/{name}           run a tool             GET  /v1/apps/{app}/tools?mode=   schemas
+    GET    /healthz  /readyz  /openapi.json  /docs        (open)
+
+Writes answer with ``X-Memcluster-Seq``, the write's place in the user's FIFO. With
+``settings.api_keys`` set, every ``/v1/apps/{app}/...`` route needs ``Authorization: Bearer
+<key of that app>``: a missing or unknown key is 401, a key of another app 403.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+from collections.abc import Callable, Coroutine
+from typing import Annotated, Any
+
+from fastapi import APIRouter, FastAPI, Path, Query, Request, Response, Security
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
+from fastapi.security import HTTPBearer
+from pydantic import BaseModel
+from starlette.exceptions import HTTPException
+from starlette.types import Scope
+
+from actors.backend import ShardBackend, unwrap
+from memcore.errors import AuthenticationError, NotFoundError, PermissionDeniedError, StoreError
+from memcore.model import UserKey
+from memcore.service import make_key
+from memcore.settings import HttpSettings, Settings
+from memcore.tools import ALL_TOOLS, ToolMode, exposed_schemas
+from serve_apps.http_errors import (
+    BodyLimitMiddleware,
+    install_error_handlers,
+    response_for,
+)
+from serve_apps.http_models import (
+    DEFAULT_READ_LIMIT,
+    MAX_READ_LIMIT,
+    EntryList,
+    EntryModel,
+    ErrorBody,
+    Health,
+    MemoryRequest,
+    PreloadRequest,
+    PreloadResponse,
+    Ready,
+    SearchRequest,
+    SearchResponse,
+    ToolCallRequest,
+    ToolList,
+)
+
+SEQ_HEADER = "X-Memcluster-Seq"
+READY_TIMEOUT_S = 10.0
+_USER_PREFIX = "/v1/apps/{app}/users/{user}"
+_bearer = HTTPBearer(auto_error=False, description="The API key of the app in the path.")
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorBody, "description": text}
+    for code, text in (
+        (401, "Missing or unknown API key"),
+        (403, "The key belongs to another app, or the tool is disabled"),
+        (413, "Request body too large"),
+        (422, "Invalid input; `field` names it"),
+        (503, "A store failed or the service is not ready; retry (Retry-After)"),
+    )
+}
+
+
+def _errors(*extra: int) -> dict[int | str, dict[str, Any]]:
+    out = dict(_ERRORS)
+    for code, text in ((404, "Unknown or deleted memory"), (409, "The update would rotate onto an active memory")):
+        if code in extra:
+            out[code] = {"model": ErrorBody, "description": text}
+    return out
+
+
+# ---------------------------------------------------------------- state and auth
+def attach(app: FastAPI, backend: ShardBackend, settings: Settings) -> None:
+    """Give the app its shard backend and settings (routes read them from ``app.state``)."""
+    app.state.backend = backend
+    app.state.settings = settings
+
+
+def _state(request: Request) -> tuple[ShardBackend, Settings]:
+    backend = getattr(request.app.state, "backend", None)
+    settings = getattr(request.app.state, "settings", None)
+    if backend is None or settings is None:
+        raise StoreError("the service is starting: no shard backend attached yet", field="backend")
+    return backend, settings
+
+
+def _digest(secret: str) -> bytes:
+    return hashlib.sha256(secret.encode("utf-8")).digest()
+
+
+def authorize(request: Request) -> None:
+    """Check ``Authorization: Bearer <key>`` against every configured key in constant time."""
+    _, settings = _state(request)
+    keys = settings.api_key_map()
+    if not keys:
+        return
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
+        raise AuthenticationError("an API key is required: Authorization: Bearer <key>", field="authorization")
+    presented = _digest(token)
+    granted: set[str] = set()
+    for app_name, key in keys.items():  # every key is compared; no early exit
+        if hmac.compare_digest(presented, _digest(key)):
+            granted.add(app_name)
+    if not granted:
+        raise AuthenticationError("unknown API key", field="authorization")
+    app_name = str(request.path_params.get("app", ""))
+    if app_name not in granted:
+        raise PermissionDeniedError(f"the API key does not grant access to app {app_name!r}", field="app")
+
+
+class ScopedRoute(APIRoute):
+    """Checks the API key before the body is read, and turns every failure into the error shape."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def guarded(request: Request) -> Response:
+            try:
+                authorize(request)
+                return await handler(request)
+            except (HTTPException, RequestValidationError):
+                raise  # the app's handlers render these
+            except Exception as exc:  # noqa: BLE001 - every failure becomes the error shape (logged there)
+                return response_for(exc)
+
+        return guarded
+
+
+def _body_limit(scope: Scope) -> int:
+    app = scope.get("app")
+    settings = getattr(getattr(app, "state", None), "settings", None)
+    http = settings.http if isinstance(settings, Settings) else HttpSettings()
+    return http.max_body_bytes
+
+
+# ---------------------------------------------------------------- helpers
+def _json(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, list | tuple):
+        return [_json(v) for v in value]
+    return value
+
+
+def _seq_headers(seq: int | None) -> dict[str, str]:
+    return {SEQ_HEADER: str(seq)} if seq is not None else {}
+
+
+async def _call(request: Request, key: UserKey, method: str, *args: Any) -> tuple[Any, int | None]:
+    backend, _ = _state(request)
+    return unwrap(await backend.call(key, method, *args))
+
+
+App = Annotated[str, Path(description="Application id (1..128 characters, no control characters).")]
+User = Annotated[str, Path(description="User id within the app (1..128 characters, no control characters).")]
+MemoryId = Annotated[str, Path(description="A memory id.")]
+Hard = Annotated[bool | None, Query(description="true: remove for good; false: soft-delete; default: the "
+                                                  "service setting.")]
+
+
+# ---------------------------------------------------------------- routes
+def _memory_routes(router: APIRouter) -> None:
+    @router.post("/memories", status_code=201, response_model=EntryModel, responses=_errors(),
+                 summary="Add a memory", tags=["memories"])
+    async def add_memory(request: Request, app: App, user: User, memory: MemoryRequest) -> Response:
+        """Store a memory. Idempotent: the same content gets the same id (topics replaced, a deleted one
+        reactivated)."""
+        key = make_key(app, user)
+        entry, seq = await _call(request, key, "add", memory.model_dump(mode="json"))
+        return JSONResponse(_json(entry), status_code=201, headers=_seq_headers(seq))
+
+    @router.get("/memories", response_model=EntryList, responses=_errors(), summary="List memories",
+                tags=["memories"])
+    async def read_memories(
+        request: Request, app: App, user: User,
+        limit: Annotated[int, Query(ge=1, le=MAX_READ_LIMIT, description="At most this many.")] = DEFAULT_READ_LIMIT,
+    ) -> Response:
+        """The user's active memories, newest first."""
+        entries, _ = await _call(request, make_key(app, user), "read", limit)
+        return JSONResponse({"entries": _json(entries)})
+
+    @router.get("/memories/{memory_id}", response_model=EntryModel, responses=_errors(404),
+                summary="Get a memory", tags=["memories"])
+    async def get_memory(request: Request, app: App, user: User, memory_id: MemoryId) -> Response:
+        """One active memory of the user; another user's id or a deleted one is 404."""
+        entry, _ = await _call(request, make_key(app, user), "get", memory_id)
+        return JSONResponse(_json(entry))
+
+    @router.patch("/memories/{memory_id}", response_model=EntryModel, responses=_errors(404, 409),
+                  summary="Update a memory", tags=["memories"])
+    async def update_memory(request: Request, app: App, user: User, memory_id: MemoryId,
+                            memory: MemoryRequest) -> Response:
+        """Replace a memory's content. When the content changes its id, the entry is returned under its new
+        id and the old one is retired; 409 if the new id is already active."""
+        key = make_key(app, user)
+        entry, seq = await _call(request, key, "update", memory_id, memory.model_dump(mode="json"))
+        return JSONResponse(_json(entry), headers=_seq_headers(seq))
+
+    @router.delete("/memories/{memory_id}", status_code=204, response_class=Response, responses=_errors(404),
+                   summary="Delete a memory", tags=["memories"])
+    async def delete_memory(request: Request, app: App, user: User, memory_id: MemoryId,
+                            hard: Hard = None) -> Response:
+        """Delete one memory (soft by default: it keeps its id and a re-add reactivates it)."""
+        _, seq = await _call(request, make_key(app, user), "delete", memory_id, hard)
+        return Response(status_code=204, headers=_seq_headers(seq))
+
+    @router.delete("/memories", status_code=204, response_class=Response, responses=_errors(),
+                   summary="Delete all memories of the user", tags=["memories"])
+    async def clear_memories(request: Request, app: App, user: User, hard: Hard = None) -> Response:
+        """Delete every memory of the user."""
+        _, seq = await _call(request, make_key(app, user), "clear", hard)
+        return Response(status_code=204, headers=_seq_headers(seq))
+
+    @router.post("/memories/search", response_model=SearchResponse, responses=_errors(),
+                 summary="Search memories", tags=["search"])
+    async def search_memories(request: Request, app: App, user: User, options: SearchRequest) -> Response:
+        """Hybrid (dense + BM25, RRF) or dense search with every option; an empty query returns no hits."""
+        hits, _ = await _call(request, make_key(app, user), "search", options.options())
+        return JSONResponse({"hits": _json(hits)})
+
+    @router.post("/preload", response_model=PreloadResponse, responses=_errors(), summary="Preload memories",
+                 tags=["preload"])
+    async def preload(request: Request, app: App, user: User, body: PreloadRequest) -> Response:
+        """Choose the memories for the next model request (budget rules) and render them. A failing probe
+        injects nothing (strategy `failed`) instead of failing the request."""
+        result, _ = await _call(request, make_key(app, user), "preload", body.budget, body.message, body.mode,
+                                body.playbook)
+        return JSONResponse(_json(result))
+
+
+def _tool_routes(router: APIRouter) -> None:
+    @router.get("/v1/apps/{app}/tools", response_model=ToolList, responses=_errors(), summary="List tools",
+                tags=["tools"])
+    async def list_tools(
+        request: Request, app: App,
+        mode: Annotated[ToolMode, Query(description="agentic: the agent manages memory; auto: an extractor "
+                                                    "does, the agent only searches.")] = ToolMode.AGENTIC,
+    ) -> Response:
+        """The OpenAI function schemas of the tools exposed to the agent in this mode."""
+        make_key(app, "tools")  # validates the app id (422 naming `app`)
+        _, settings = _state(request)
+        return JSONResponse({"tools": exposed_schemas(settings.tools, mode)})
+
+    @router.post(_USER_PREFIX + "/tools/{name}", response_model=dict[str, Any], responses=_errors(404),
+                 summary="Run a tool", tags=["tools"])
+    async def run_tool(
+        request: Request, app: App, user: User,
+        name: Annotated[str, Path(description="One of " + ", ".join(ALL_TOOLS) + ".")],
+        call: ToolCallRequest,
+    ) -> Response:
+        """Execute a tool call for the user and return its JSON result. A disabled tool is 403."""
+        key = make_key(app, user)
+        if name not in ALL_TOOLS:
+            raise NotFoundError(f"unknown tool {name!r}; known: {', '.join(ALL_TOOLS)}", field="name")
+        result, seq = await _call(request, key, "tool", name, dict(call.arguments), call.mode)
+        return JSONResponse(_json(result), headers=_seq_headers(seq))
+
+
+def _health_routes(app: FastAPI) -> None:
+    @app.get("/healthz", response_model=Health, summary="Liveness", tags=["health"])
+    async def healthz() -> dict[str, str]:
+        """The process is up (no backend call)."""
+        return {"status": "ok"}
+
+    @app.get("/readyz", response_model=Ready, responses={503: {"model": ErrorBody, "description": "Not ready"}},
+             summary="Readiness", tags=["health"])
+    async def readyz(request: Request) -> Response:
+        """Every shard answers its status."""
+        try:
+            backend, _ = _state(request)
+            shards = await asyncio.wait_for(backend.status(), READY_TIMEOUT_S)
+        except Exception as exc:  # noqa: BLE001 - any failure means not ready
+            if isinstance(exc, TimeoutError):
+                exc = StoreError(f"shards did not answer within {READY_TIMEOUT_S:g} s", field="shards")
+            return response_for(exc)
+        return JSONResponse({"status": "ready", "shards": _json(list(shards))})
+
+
+def create_app() -> FastAPI:
+    """The memory service's FastAPI app with every route; call :func:`attach` before serving requests."""
+    app = FastAPI(
+        title="memcluster memory service",
+        version="0.1.0",
+        summary="Long-term memory for LLM agents: store, search and preload memories; memory tools.",
+        description=__doc__,
+        openapi_tags=[
+            {"name": "memories", "description": "Create, read, update and delete a user's memories."},
+            {"name": "search", "description": "Hybrid dense + keyword search."},
+            {"name": "preload", "description": "Memories to inject before a model call."},
+            {"name": "tools", "description": "OpenAI function-calling memory tools."},
+            {"name": "health", "description": "Liveness and readiness probes."},
+        ],
+    )
+    install_error_handlers(app)
+    app.add_middleware(BodyLimitMiddleware, limit=_body_limit)
+    user_router = APIRouter(prefix=_USER_PREFIX, route_class=ScopedRoute, dependencies=[Security(_bearer)])
+    _memory_routes(user_router)
+    tools_router = APIRouter(route_class=ScopedRoute, dependencies=[Security(_bearer)])
+    _tool_routes(tools_router)
+    app.include_router(user_router)
+    app.include_router(tools_router)
+    _health_routes(app)
+    return app

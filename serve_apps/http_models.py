@@ -1,0 +1,184 @@
+"""Request and response models of the HTTP API (what ``/openapi.json`` documents).
+
+The request bodies reuse the domain models (:class:`memcore.model.Memory`,
+:class:`memcore.model.SearchOptions`) so the HTTP layer validates exactly what the service
+validates; the subclasses here only add field descriptions and examples.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from memcore.model import Entry, InjectionMode, Memory, PreloadStrategy, SearchOptions
+from memcore.tools import ToolMode
+
+MAX_READ_LIMIT = 1000
+DEFAULT_READ_LIMIT = 100
+
+
+def _describe(descriptions: dict[str, str], example: dict[str, Any] | None = None) -> Callable[[dict[str, Any]], None]:
+    """A ``json_schema_extra`` hook that documents inherited fields without redefining them."""
+
+    def hook(schema: dict[str, Any]) -> None:
+        props = schema.get("properties", {})
+        for name, text in descriptions.items():
+            if name in props:
+                props[name].setdefault("description", text)
+        if example is not None:
+            schema["examples"] = [example]
+
+    return hook
+
+
+_MEMORY_DOCS = {
+    "text": "The memory, one self-contained statement (1..8192 UTF-8 bytes after trimming).",
+    "topics": "Short topic tags (at most 32, each up to 64 characters); not part of the memory's identity.",
+    "kind": "`fact`: stable preference, identity or background; `episode`: something that happened at a time.",
+    "event_time": "When the episode happened, ISO-8601 (a naive time is taken as UTC).",
+    "participants": "People involved (at most 64).",
+    "location": "Where the episode happened (up to 256 characters).",
+    "source": "Who the memory is about or came from: `user` or `assistant`.",
+    "provenance": "Ids of the conversation turns the memory came from (at most 1024).",
+}
+_ENTRY_DOCS = {
+    **_MEMORY_DOCS,
+    "id": "Content-addressed id: sha256 over the normalised text, scope and episodic metadata.",
+    "app": "The application the memory belongs to.",
+    "user": "The user the memory belongs to.",
+    "created_at": "When the memory was first stored.",
+    "updated_at": "When the memory was last written (re-adding identical content refreshes it).",
+    "deleted_at": "Soft-delete tombstone; always null in responses (deleted entries are invisible).",
+}
+_SEARCH_DOCS = {
+    "query": "Free text. Keyword-index syntax (quotes, AND, field:value) is taken literally, never parsed.",
+    "kind": "Only entries of this kind (see `kind_fallback`).",
+    "time_from": "Lower bound of the event time, ISO-8601 (inclusive).",
+    "time_to": "Upper bound of the event time, ISO-8601 (inclusive).",
+    "max_results": "How many hits to return (1..1000).",
+    "similarity_threshold": "Minimum cosine similarity; applies to pure dense search only (hybrid=false).",
+    "order_by_event_time": "Return the hits ordered by event time instead of by score.",
+    "deduplicate": "Drop near-duplicates (word-set Jaccard >= 0.80), keeping the higher score.",
+    "kind_fallback": "With `kind` set and fewer than 3 hits, merge an unfiltered search (requested kind first).",
+    "hybrid": "Fuse dense vectors and BM25 keywords with reciprocal rank fusion.",
+    "rrf_k": "The k of reciprocal rank fusion, score = 1 / (k + rank + 1).",
+}
+
+
+class MemoryRequest(Memory):
+    """A memory to store: its text plus optional episodic metadata. Ids and times are assigned by the service."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra=_describe(
+            _MEMORY_DOCS,
+            {"text": "Alice moved to Lisbon in March 2024.", "topics": ["home"], "kind": "episode",
+             "event_time": "2024-03-01T00:00:00Z", "participants": ["Alice"], "location": "Lisbon"},
+        ),
+    )
+
+
+class EntryModel(Entry):
+    """A stored memory: the memory plus its id, scope and timestamps."""
+
+    model_config = ConfigDict(extra="ignore", json_schema_extra=_describe(_ENTRY_DOCS))
+
+
+class SearchRequest(SearchOptions):
+    """A search over the user's memories; every field but ``query`` is optional."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra=_describe(_SEARCH_DOCS, {"query": "Where does Alice live?", "max_results": 5}),
+    )
+
+    def options(self) -> SearchOptions:
+        """The plain domain object (what the shards receive)."""
+        return SearchOptions.model_validate(self.model_dump())
+
+
+class EntryList(BaseModel):
+    """Active memories of the user, newest ``updated_at`` first."""
+
+    entries: list[EntryModel]
+
+
+class Hit(BaseModel):
+    """One search result."""
+
+    entry: EntryModel
+    score: float = Field(description="Cosine similarity (dense search) or the fused RRF score (hybrid).")
+
+
+class SearchResponse(BaseModel):
+    """Search results, best first (or by event time when asked)."""
+
+    hits: list[Hit]
+
+
+class PreloadRequest(BaseModel):
+    """What to preload into the next model request of the user."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"budget": 10, "message": "Any ideas for my trip?", "mode": "system"}]},
+    )
+
+    budget: Annotated[int, Field(ge=-1, le=1000)] = Field(
+        default=10, description="0: off; -1: every memory; N > 0: at most N memories (searched when more exist)."
+    )
+    message: str = Field(default="", description="The user's current message; the search query when needed.")
+    mode: InjectionMode = Field(
+        default=InjectionMode.SYSTEM, description="Where the client injects the text: system or user message."
+    )
+    playbook: str | None = Field(
+        default=None, description="Instructions placed before the memories; null or empty keeps the default."
+    )
+
+
+class PreloadResponse(BaseModel):
+    """The memories chosen and their rendering."""
+
+    entries: list[EntryModel]
+    text: str = Field(description="The memory block to inject (empty when nothing was chosen).")
+    mode: InjectionMode
+    strategy: PreloadStrategy = Field(
+        description="off, all, search, recent, or failed (a failed probe injects nothing)."
+    )
+
+
+class ToolList(BaseModel):
+    """OpenAI function-calling schemas of the tools exposed in a mode."""
+
+    tools: list[dict[str, Any]]
+
+
+class ToolCallRequest(BaseModel):
+    """One tool call, as the model produced it."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"arguments": {"memory": "User prefers green tea."}, "mode": "agentic"}]},
+    )
+
+    arguments: dict[str, Any] = Field(default_factory=dict, description="The tool's arguments (JSON object).")
+    mode: ToolMode = Field(default=ToolMode.AGENTIC, description="The memory mode whose enabled-tool rules apply.")
+
+
+class Health(BaseModel):
+    status: Literal["ok"] = "ok"
+
+
+class Ready(BaseModel):
+    status: Literal["ready"] = "ready"
+    shards: list[dict[str, Any]] = Field(description="One status object per shard.")
+
+
+class ErrorBody(BaseModel):
+    """The one error shape of the API."""
+
+    error: str = Field(description="Error class, e.g. ValidationError, NotFoundError, StoreError.")
+    field: str | None = Field(default=None, description="The input field or key the error is about.")
+    message: str = Field(description="What went wrong, for humans.")

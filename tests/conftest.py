@@ -1,0 +1,57 @@
+"""Fixtures shared by the whole suite: embedders and the one Ray session of the run."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@pytest.fixture(scope="session")
+def hashing_embedder():  # type: ignore[no-untyped-def]
+    """A fast deterministic test double (the real default is MiniLM)."""
+    from memcore.stores.embedders import HashingEmbedder
+
+    return HashingEmbedder(dim=256)
+
+
+@pytest.fixture(scope="session")
+def minilm():  # type: ignore[no-untyped-def]
+    from memcore.stores.embedders import MiniLMEmbedder
+
+    return MiniLMEmbedder()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def ray_session() -> Iterator[Any]:
+    """One local Ray cluster for the whole run (loopback only when run inside `unshare -n`)."""
+    import ray
+
+    ray.init(
+        num_cpus=4,
+        object_store_memory=400_000_000,
+        include_dashboard=False,
+        namespace="memcluster-test",
+        logging_level="WARNING",
+        log_to_driver=False,
+    )
+    yield ray
+    try:
+        from ray import serve
+
+        serve.shutdown()
+    finally:
+        ray.shutdown()

@@ -1,0 +1,77 @@
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from memcore import preload
+from memcore.model import Entry, InjectionMode, SearchHit, SearchOptions, UserKey
+from memcore.service import MemoryService
+
+A = UserKey(app="app", user="alice")
+
+
+def test_budget_zero_is_off(service: MemoryService) -> None:
+    service.add(A, {"text": "x"})
+    r = preload.preload(service, A, 0, "hello")
+    assert r.entries == [] and r.text == "" and r.strategy == "off"
+
+
+def test_small_set_injects_all(service: MemoryService) -> None:
+    for t in ("likes tea", "has a cat", "lives in Oslo"):
+        service.add(A, {"text": t})
+    r = preload.preload(service, A, 3, "anything")
+    assert r.strategy == "all" and len(r.entries) == 3
+    assert "likes tea" in r.text and r.text.startswith(preload.DEFAULT_PLAYBOOK)
+    assert preload.preload(service, A, -1, "").strategy == "all"
+
+
+def test_large_set_searches_the_message(service: MemoryService) -> None:
+    for i in range(10):
+        service.add(A, {"text": f"filler memory {i} about gardening"})
+    cat = service.add(A, {"text": "The user's cat is named Miso"}).id
+    r = preload.preload(service, A, 3, "What is my cat called?")
+    assert r.strategy == "search" and len(r.entries) <= 3 and r.entries[0].id == cat
+
+
+def test_empty_query_or_no_hit_falls_back_to_newest(service: MemoryService) -> None:
+    ids = [service.add(A, {"text": f"memory {i}"}).id for i in range(5)]
+    r = preload.preload(service, A, 2, "   ")
+    assert r.strategy == "recent" and [e.id for e in r.entries] == [ids[4], ids[3]]
+
+
+def test_playbook_override_and_user_mode(service: MemoryService) -> None:
+    service.add(A, {"text": "likes tea"})
+    r = preload.preload(service, A, 5, "", mode=InjectionMode.USER, playbook="Custom rules.")
+    assert r.text.startswith("Custom rules.") and preload.DEFAULT_PLAYBOOK not in r.text
+    assert r.mode is InjectionMode.USER
+    assert preload.preload(service, A, 5, "", playbook="").text.startswith(preload.DEFAULT_PLAYBOOK)
+
+
+class FailingReader:
+    """A reader whose storage is down: reads raise, so the probe fails."""
+
+    def __init__(self, search_fails: bool = True, read_fails: bool = True) -> None:
+        self.read_fails = read_fails
+        self.search_fails = search_fails
+        now = datetime(2025, 1, 1, tzinfo=UTC)
+        self.entries = [Entry(id=f"e{i}", app="app", user="alice", text=f"m{i}", created_at=now, updated_at=now)
+                        for i in range(5)]
+
+    def read(self, key: UserKey, limit: int | None = None) -> list[Entry]:
+        if self.read_fails:
+            raise OSError("disk gone")
+        return self.entries[:limit]
+
+    def search(self, key: UserKey, options: SearchOptions) -> list[SearchHit]:
+        if self.search_fails:
+            raise OSError("index gone")
+        return []
+
+
+def test_failed_probe_injects_nothing_and_does_not_raise() -> None:
+    r = preload.preload(FailingReader(), A, 3, "hello")
+    assert r.strategy == "failed" and r.entries == [] and r.text == ""
+
+
+def test_failed_search_falls_back_to_newest_n() -> None:
+    r = preload.preload(FailingReader(read_fails=False), A, 3, "hello")
+    assert r.strategy == "recent" and [e.id for e in r.entries] == ["e0", "e1", "e2"]

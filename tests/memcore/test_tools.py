@@ -1,0 +1,73 @@
+from __future__ import annotations
+
+import pytest
+
+from memcore import tools
+from memcore.errors import NotFoundError, PermissionDeniedError, ValidationError
+from memcore.model import UserKey
+from memcore.service import MemoryService
+from memcore.tools import ToolMode, ToolPolicy
+
+A = UserKey(app="app", user="alice")
+
+
+def test_agentic_defaults() -> None:
+    p = ToolPolicy()
+    assert p.enabled_tools(ToolMode.AGENTIC) == {"memory_add", "memory_update", "memory_search", "memory_load"}
+    assert p.exposed_tools(ToolMode.AGENTIC) == ["memory_add", "memory_update", "memory_search", "memory_load"]
+
+
+def test_auto_defaults_enabled_is_not_exposed() -> None:
+    p = ToolPolicy()
+    assert p.enabled_tools(ToolMode.AUTO) == {"memory_add", "memory_update", "memory_delete", "memory_search"}
+    assert p.exposed_tools(ToolMode.AUTO) == ["memory_search"]
+    p2 = ToolPolicy(enabled={"memory_load": True, "memory_clear": True}, auto_exposed=["memory_add", "memory_clear"])
+    assert p2.exposed_tools(ToolMode.AUTO) == ["memory_add", "memory_search", "memory_load", "memory_clear"]
+    with pytest.raises(ValidationError):
+        ToolPolicy(enabled={"memory_nuke": True}).enabled_tools(ToolMode.AUTO)
+
+
+def test_schemas_are_openai_function_tools() -> None:
+    schemas = tools.exposed_schemas(ToolPolicy(enabled={"memory_delete": True}), ToolMode.AGENTIC)
+    names = [s["function"]["name"] for s in schemas]
+    assert names == ["memory_add", "memory_update", "memory_search", "memory_load", "memory_delete"]
+    add = schemas[0]["function"]["parameters"]
+    assert add["type"] == "object" and add["required"] == ["memory"]
+    assert set(add["properties"]) == {"memory", "topics", "memory_kind", "event_time", "participants", "location"}
+    assert add["properties"]["memory_kind"]["enum"] == ["fact", "episode"]
+
+
+def test_execute_roundtrip(service: MemoryService) -> None:
+    enabled = sorted(ToolPolicy(enabled={"memory_delete": True}).enabled_tools(ToolMode.AGENTIC))
+    added = tools.execute(service, A, "memory_add", {"memory": "Prefers window seats", "topics": ["travel"],
+                                                     "memory_kind": "fact"}, enabled=enabled)
+    mid = added["memory_id"]
+    found = tools.execute(service, A, "memory_search", {"query": "window seat"}, enabled=enabled)
+    assert found["count"] == 1 and found["results"][0]["memory_id"] == mid
+    upd = tools.execute(service, A, "memory_update", {"memory_id": mid, "memory": "Prefers aisle seats"},
+                        enabled=enabled)
+    assert upd["previous_id"] == mid and upd["memory_id"] != mid
+    loaded = tools.execute(service, A, "memory_load", {"limit": 5}, enabled=enabled)
+    assert [r["memory"] for r in loaded["results"]] == ["Prefers aisle seats"]
+    assert tools.execute(service, A, "memory_search", {"query": ""}, enabled=enabled)["count"] == 0
+    tools.execute(service, A, "memory_delete", {"memory_id": upd["memory_id"]}, enabled=enabled)
+    with pytest.raises(NotFoundError):
+        tools.execute(service, A, "memory_delete", {"memory_id": upd["memory_id"]}, enabled=enabled)
+
+
+def test_execute_rejects_disabled_and_bad_arguments(service: MemoryService) -> None:
+    enabled = sorted(ToolPolicy().enabled_tools(ToolMode.AGENTIC))
+    with pytest.raises(PermissionDeniedError):
+        tools.execute(service, A, "memory_clear", {}, enabled=enabled)
+    with pytest.raises(ValidationError) as info:
+        tools.execute(service, A, "memory_add", {"memory": ""}, enabled=enabled)
+    assert info.value.field == "arguments.memory"
+    with pytest.raises(ValidationError) as info:
+        tools.execute(service, A, "memory_add", {"memory": "x", "memory_kind": "rumour"}, enabled=enabled)
+    assert info.value.field == "arguments.memory_kind"
+    with pytest.raises(ValidationError) as info:
+        tools.execute(service, A, "memory_add", {"memory": "x", "sneaky": 1}, enabled=enabled)
+    assert info.value.field == "arguments"
+    with pytest.raises(ValidationError):
+        tools.execute(service, A, "memory_load", {"limit": 0}, enabled=enabled)
+    assert service.count(A) == 0
