@@ -30,6 +30,11 @@ def _ray_env() -> dict[str, str]:
     return {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
 
 
+def _set_ray_auth() -> None:
+    """Token auth for the local head and every client of it (Ray keeps the token in ~/.ray)."""
+    os.environ.setdefault("RAY_AUTH_MODE", "token")
+
+
 def _ray_bin() -> str:
     cand = Path(sys.executable).with_name("ray")
     return str(cand) if cand.exists() else "ray"
@@ -41,6 +46,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     settings = plan.settings
     gcs = f"127.0.0.1:{args.ray_port}"
     started_ray = False
+    session: str | None = None
     if not deploy.ray_reachable(gcs):
         cmd = [_ray_bin(), "start", "--head", "--node-ip-address=127.0.0.1", f"--port={args.ray_port}",
                "--include-dashboard=false", "--disable-usage-stats"]
@@ -49,10 +55,12 @@ def cmd_up(args: argparse.Namespace) -> int:
         print("starting Ray:", " ".join(cmd), flush=True)
         subprocess.run(cmd, check=True, env=_ray_env(), stdout=subprocess.DEVNULL)
         started_ray = True
+        session = deploy.current_session()
     base_url = deploy.apply(plan, gcs)
     STATE_FILE.parent.mkdir(parents=True, exist_ok=True)
     STATE_FILE.write_text(json.dumps({"gcs": gcs, "base_url": base_url, "data_dir": str(settings.data_dir),
-                                      "started_ray": started_ray, "namespace": settings.namespace}))
+                                      "started_ray": started_ray, "ray_session": session,
+                                      "namespace": settings.namespace}))
     print("waiting for", f"{base_url}/readyz", flush=True)
     if not deploy.wait_ready(base_url, timeout=args.timeout):
         print(f"memcluster did not become ready within {args.timeout}s", file=sys.stderr)
@@ -91,8 +99,9 @@ def cmd_down(args: argparse.Namespace) -> int:
         print("memcluster is not running (no state file)")
         return 0
     deploy.shutdown(state["gcs"], state.get("namespace", "memcluster"))
-    if state.get("started_ray"):
-        subprocess.run([_ray_bin(), "stop", "--force"], check=False, env=_ray_env(), stdout=subprocess.DEVNULL)
+    if state.get("started_ray") and state.get("ray_session"):
+        stopped = deploy.stop_session(state["ray_session"])
+        print(f"stopped {stopped} Ray processes of {state['ray_session']}")
     STATE_FILE.unlink(missing_ok=True)
     print(f"memcluster stopped; data kept in {state['data_dir']}")
     return 0
@@ -122,6 +131,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    _set_ray_auth()
     try:
         return int(args.func(args))
     except (ValueError, subprocess.CalledProcessError) as exc:

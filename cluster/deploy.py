@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
+import signal
 import socket
 import time
 import urllib.error
@@ -141,3 +143,63 @@ def shutdown(address: str, namespace: str) -> None:
             k += 1
     finally:
         ray.shutdown()
+
+
+def current_session(temp_dir: Path = Path("/tmp/ray")) -> str | None:
+    """The name of the Ray session `ray start` just created (``/tmp/ray/session_latest``)."""
+    latest = temp_dir / "session_latest"
+    return latest.resolve().name if latest.exists() else None
+
+
+def stop_session(session: str, grace_s: float = 5.0) -> int:
+    """Stop the processes of one Ray session only (``ray stop`` would stop every cluster here)."""
+    pids = _session_pids(session)
+    for pid in pids:
+        _signal(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline and any(_alive(p) for p in pids):
+        time.sleep(0.2)
+    for pid in pids:
+        if _alive(pid):
+            _signal(pid, signal.SIGKILL)
+    return len(pids)
+
+
+def _session_pids(session: str) -> list[int]:
+    """Processes whose command line names the session, plus all their descendants
+    (Ray renames its workers and agents, e.g. ``ray::ShardCore``)."""
+    matched: set[int] = set()
+    parent: dict[int, int] = {}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        pid = int(proc.name)
+        try:
+            cmdline = (proc / "cmdline").read_bytes()
+            parent[pid] = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        if session.encode() in cmdline:
+            matched.add(pid)
+    grew = True
+    while grew:
+        kids = {p for p, pp in parent.items() if pp in matched and p not in matched}
+        matched |= kids
+        grew = bool(kids)
+    matched.discard(os.getpid())
+    return sorted(matched)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split()[2]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except OSError:
+        pass

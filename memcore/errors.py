@@ -8,7 +8,8 @@
     ├── NotFoundError                 unknown or deleted memory id    -> HTTP 404
     ├── ConflictError                 update would rotate onto an active id -> HTTP 409
     ├── PermissionDeniedError         disabled tool, wrong app key    -> HTTP 403
-    └── StoreError                    a store or embedder failed      -> HTTP 503 (retry)
+    ├── StoreError                    a store or embedder failed      -> HTTP 503 (retry)
+    └── ExtractorError                the extraction model failed     -> HTTP 502 (retry later)
 
 The class is called ``MemoryServiceError`` to avoid shadowing Python's ``MemoryError``.
 """
@@ -69,3 +70,12 @@ class StoreError(MemoryServiceError):
     """A backing store or embedder failed; the caller may retry."""
 
     status_code = 503
+
+
+class ExtractorError(MemoryServiceError):
+    """The extraction model (an OpenAI-compatible endpoint) failed, timed out or answered garbage.
+
+    An extraction job that hits it leaves the session cursor where it was, so a later job retries.
+    """
+
+    status_code = 502

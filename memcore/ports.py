@@ -12,12 +12,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from datetime import datetime
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
-from memcore.model import Entry, Kind, Operation, UserKey
+from memcore.model import Entry, Kind, UserKey
+
+if TYPE_CHECKING:
+    from memcore.extraction.events import Event, ExtractionResult
 
 Vectors = npt.NDArray[np.float32]
 
@@ -126,9 +129,18 @@ class Embedder(Protocol):
 
 
 class Extractor(Protocol):
-    """Turns a conversation delta plus existing entries into proposed operations."""
+    """Turns a conversation delta plus existing entries into proposed operations.
 
-    def extract(self, messages: Sequence[dict[str, str]], existing: Sequence[Entry]) -> list[Operation]:
+    ``delta`` holds user/assistant text events only (see :func:`memcore.extraction.events.delta`);
+    ``now`` resolves relative times. Rejected model output is reported in the result, never
+    raised; a failed model call raises :class:`memcore.errors.ExtractorError`.
+    Implementations: :class:`memcore.extraction.llm.LLMExtractor`,
+    :class:`memcore.extraction.verbatim.VerbatimExtractor`.
+    """
+
+    def extract(
+        self, delta: Sequence[Event], existing: Sequence[Entry] = (), *, now: datetime | None = None
+    ) -> ExtractionResult:
         ...
 
 

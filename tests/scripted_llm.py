@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -98,7 +99,8 @@ class ScriptedLLM:
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="scripted-llm", daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name="scripted-llm", daemon=True)
 
     @property
     def base_url(self) -> str:
@@ -162,7 +164,10 @@ def _handler(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
             status, body, delay = llm.respond(request)
             if delay:
                 time.sleep(delay)
-            self._send(status, body)
+            try:
+                self._send(status, body)
+            except (BrokenPipeError, ConnectionResetError):  # the client gave up (a timeout test)
+                self.close_connection = True
 
         def do_GET(self) -> None:
             if self.path.rstrip("/") == "/v1/models":
@@ -197,3 +202,18 @@ def messages_text(request: Mapping[str, Any], role: str | None = None) -> str:
 def iter_tool_messages(request: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The ``role: tool`` messages of a recorded request."""
     return [m for m in request.get("messages", []) if m.get("role") == "tool"]
+
+
+_SMALL_ID_LINE = re.compile(r"^\[(\d+)\] \((?:fact|episode)\) (.*)$", re.MULTILINE)
+
+
+def small_ids(request: Mapping[str, Any]) -> dict[int, str]:
+    """The existing memories an extractor request shows as ``[n] (kind) text``: ``{n: text}``."""
+    return {int(n): text for n, text in _SMALL_ID_LINE.findall(messages_text(request))}
+
+
+def small_id(request: Mapping[str, Any], needle: str) -> int:
+    """The small id of the one shown memory whose text contains ``needle`` (AssertionError otherwise)."""
+    found = [n for n, text in small_ids(request).items() if needle in text]
+    assert len(found) == 1, f"{needle!r} is shown as {found} in {small_ids(request)}"
+    return found[0]

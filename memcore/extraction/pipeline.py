@@ -1,0 +1,134 @@
+"""One extraction job over a session delta, in the order of the seeds' auto-memory worker.
+
+1. Load existing entries: a search with :func:`build_query` of the delta; when it fails, the
+   newest few via ``read``; when both fail, raise :class:`memcore.errors.StoreError` (the
+   caller keeps its cursor: nothing is written without knowing prior state).
+2. Call the extractor (its errors, :class:`memcore.errors.ExtractorError` included, propagate:
+   the caller keeps its cursor for a retry).
+3. Optionally run the assistant-episode stage (its failure is recorded, never raised).
+4. Apply the operations one by one through the policy (:func:`apply_operations`): per-op
+   failures are recorded in the report and the rest continue.
+
+The report's ``cursor`` is the timestamp of the last delta event: the caller moves the
+session's durable ``last_extract_at`` to it only once this function has returned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from datetime import datetime
+from typing import Literal, Protocol
+
+from pydantic import BaseModel, Field
+
+from memcore.errors import MemoryServiceError, StoreError
+from memcore.extraction.episodes import EpisodeResult
+from memcore.extraction.events import Event, build_query, cursor_of
+from memcore.model import Entry, Operation, SearchOptions, UserKey, now_utc, utc
+from memcore.policy.apply import OpResult, apply_operations
+from memcore.ports import Extractor
+from memcore.service import MemoryService
+
+EXISTING_LIMIT = 20
+FALLBACK_LIMIT = 10
+
+
+class EpisodeStage(Protocol):
+    def run(
+        self, delta: Sequence[Event], existing: Sequence[Entry] = (), *, now: datetime | None = None,
+        others: Sequence[Operation] = (),
+    ) -> EpisodeResult: ...
+
+
+class ExtractionReport(BaseModel):
+    results: list[OpResult] = Field(default_factory=list)
+    """One per applied operation (extractor operations first, then assistant episodes)."""
+    rejected: list[str] = Field(default_factory=list)
+    """Tool calls rejected by the extractor, and invalid assistant episodes (prefixed ``episode``)."""
+    episode_errors: list[str] = Field(default_factory=list)
+    """Failures of the assistant-episode stage (its episodes were dropped; ordinary results kept)."""
+    existing_source: Literal["search", "read", "none"] = "none"
+    existing_error: str | None = None
+    """Why the existing-entry search failed when ``existing_source`` is ``read``."""
+    counts: dict[str, int] = Field(default_factory=dict)
+    cursor: datetime | None = None
+
+
+def load_existing(
+    service: MemoryService, key: UserKey, query: str, *, limit: int = EXISTING_LIMIT,
+    fallback_limit: int = FALLBACK_LIMIT,
+) -> tuple[list[Entry], Literal["search", "read"], str | None]:
+    """Entries related to ``query`` (search), else the newest ``fallback_limit`` (read).
+
+    Returns (entries, how, search error). Raises :class:`StoreError` when both fail.
+    """
+    search_error: str | None = "empty query"
+    if query.strip():
+        try:
+            hits = service.search(key, SearchOptions(query=query, max_results=limit))
+            return [h.entry for h in hits], "search", None
+        except MemoryServiceError as exc:
+            search_error = f"{type(exc).__name__}: {exc}"
+    try:
+        return service.read(key, fallback_limit), "read", search_error
+    except MemoryServiceError as exc:
+        raise StoreError(f"loading existing memories failed (search: {search_error}; read: {exc})",
+                         field="existing") from exc
+
+
+def run_extraction(
+    service: MemoryService,
+    key: UserKey,
+    events_delta: Sequence[Event],
+    extractor: Extractor,
+    *,
+    policy: str = "merge_similar",
+    episodes: EpisodeStage | None = None,
+    existing_limit: int = EXISTING_LIMIT,
+    fallback_limit: int = FALLBACK_LIMIT,
+    enabled: Collection[str] | None = None,
+    now: datetime | None = None,
+) -> ExtractionReport:
+    """Extract ``events_delta`` (see :func:`memcore.extraction.events.delta`) and apply the result."""
+    delta = [e for e in events_delta if e.is_text]
+    if not delta:
+        return ExtractionReport(counts=_counts([], 0, 0, 0, 0))
+    when = utc(now) if now is not None else now_utc()
+    existing, source, search_error = load_existing(
+        service, key, build_query(delta), limit=existing_limit, fallback_limit=fallback_limit)
+    extracted = extractor.extract(delta, existing, now=when)
+    ops = list(extracted.operations)
+    rejected = list(extracted.rejected)
+    episode_errors: list[str] = []
+    n_episodes = 0
+    if episodes is not None:
+        stage = episodes.run(delta, existing, now=when, others=ops)
+        if stage.error:
+            episode_errors.append(stage.error)
+        else:
+            ops.extend(stage.operations)
+            n_episodes = len(stage.operations)
+        rejected.extend(f"episode stage: {r}" for r in stage.rejected)
+    results = apply_operations(service, key, ops, policy, enabled=enabled)
+    return ExtractionReport(
+        results=results,
+        rejected=rejected,
+        episode_errors=episode_errors,
+        existing_source=source,
+        existing_error=search_error if source == "read" else None,
+        counts=_counts(results, len(delta), len(existing), len(rejected), n_episodes),
+        cursor=cursor_of(delta),
+    )
+
+
+def _counts(results: Sequence[OpResult], events: int, existing: int, rejected: int, episodes: int) -> dict[str, int]:
+    return {
+        "events": events,
+        "existing": existing,
+        "operations": len(results),
+        "applied": sum(r.status == "applied" for r in results),
+        "skipped": sum(r.status == "skipped" for r in results),
+        "failed": sum(r.status == "failed" for r in results),
+        "rejected": rejected,
+        "episodes": episodes,
+    }
