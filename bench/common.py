@@ -270,6 +270,55 @@ def sentences(text: str) -> list[str]:
     return [s.strip() for s in _SENTENCE.findall(text) if len(s.strip()) > 12]
 
 
+# ----------------------------------------------------------------------------- memory data sets
+
+
+def memory_texts(n: int, seed: int) -> tuple[list[str], list[int]]:
+    """``n`` distinct memory texts and the LoCoMo turn each is based on (deterministic, prefix-stable in ``n``).
+
+    The 5,882 turns first (shuffled); past them each text is a turn plus a sentence of another turn.
+    """
+    turns, _ = load_locomo()
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(len(turns))
+    texts: list[str] = []
+    base: list[int] = []
+    seen: set[str] = set()
+    for i in range(n):
+        t = int(order[i % len(turns)])
+        text = turns[t].text
+        while text in seen:  # a variant: the turn plus a sentence of another (random) turn
+            other = turns[int(rng.integers(len(turns)))]
+            parts = sentences(other.text.split(": ", 1)[-1]) or [other.text]
+            text = f"{turns[t].text} {parts[int(rng.integers(len(parts)))]}"
+        seen.add(text)
+        texts.append(text)
+        base.append(t)
+    return texts, base
+
+
+def memory_dataset(
+    texts: list[str], base: list[int], seed: int, users: int, sigma: float = 0.8
+) -> tuple[list[dict[str, Any]], np.ndarray]:
+    """Memory dicts (``Memory`` fields) and their user index (0..users-1) for ``memory_texts`` output.
+
+    Users get log-normal weights (``sigma``); ~10 % of entries are episodes with the session's time.
+    """
+    turns, _ = load_locomo()
+    weights = np.random.default_rng(seed + 3).lognormal(0.0, sigma, users)
+    draws = np.random.default_rng(seed + 1).random(len(texts))
+    user_of = np.minimum(np.searchsorted(np.cumsum(weights) / weights.sum(), draws, side="right"), users - 1)
+    episode = np.random.default_rng(seed + 2).random(len(texts)) < 0.10
+    mems = []
+    for i, text in enumerate(texts):
+        turn = turns[base[i]]
+        mem: dict[str, Any] = {"text": text, "provenance": [f"c{turn.conv}:{turn.dia_id}"]}
+        if episode[i] and turn.when is not None:
+            mem.update(kind="episode", event_time=turn.when.isoformat(), participants=[turn.speaker])
+        mems.append(mem)
+    return mems, user_of
+
+
 # ----------------------------------------------------------------------------- plotting
 
 PALETTE = {
@@ -310,3 +359,31 @@ def fmt_ms(value: float | None) -> str:
 
 def median(values: Sequence[float]) -> float:
     return float(statistics.median(values)) if values else float("nan")
+
+
+def latency_bars(ax: Any, categories: Sequence[str], series: dict[str, dict[str, dict[str, float]]]) -> None:
+    """Grouped bars on ``ax``: per category, one bar per series, p50 solid over p99 hatched (log y).
+
+    ``series`` maps a label (its colour from PALETTE, else the cycle) to {category: percentiles(...)};
+    a category missing from a series leaves a gap. Labels are shown in the legend.
+    """
+    width = 0.8 / max(1, len(series))
+    for s_i, (label, stats) in enumerate(series.items()):
+        color = PALETTE.get(label.split(" ")[0], f"C{s_i}")
+        off = (s_i - (len(series) - 1) / 2) * width
+        xs = [c_i + off for c_i, c in enumerate(categories) if c in stats and stats[c].get("n")]
+        st = [stats[c] for c in categories if c in stats and stats[c].get("n")]
+        ax.bar(xs, [s["p99"] for s in st], width * 0.9, color=color, alpha=0.3, hatch="//")
+        ax.bar(xs, [s["p50"] for s in st], width * 0.9, color=color, label=label)
+    ax.set_yscale("log")
+    ax.set_ylabel("ms (solid p50, hatched p99)")
+    ax.set_xticks(range(len(categories)), [c.replace("_", "\n", 1) for c in categories], fontsize=7)
+
+
+def topk(scores: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the ``k`` largest scores, best first (exact; argpartition then sort)."""
+    kk = min(k, len(scores))
+    if kk <= 0:
+        return np.zeros(0, dtype=np.int64)
+    part = np.argpartition(-scores, kk - 1)[:kk]
+    return part[np.argsort(-scores[part])]

@@ -38,14 +38,17 @@ from bench.common import (
     Stopwatch,
     embed_cached,
     instrumented,
+    latency_bars,
     load_average,
     load_locomo,
     machine_info,
     md_table,
+    memory_dataset,
+    memory_texts,
     percentiles,
     plot_style,
-    sentences,
     time_calls,
+    topk,
     write_json,
 )
 
@@ -53,45 +56,6 @@ APP = "bench"
 POOL_NOTE = "candidate_pool=100 per list (ServiceConfig default), max_results=10"
 MODES = ("vector", "keyword", "hybrid", "hybrid_e2e")
 P99_TARGET_MS = 25.0
-
-
-# ----------------------------------------------------------------------------- data
-def build_texts(n: int, seed: int) -> tuple[list[str], list[int]]:
-    """``n`` distinct memory texts and the LoCoMo turn each is based on (prefix-stable in ``n``)."""
-    turns, _ = load_locomo()
-    rng = np.random.default_rng(seed)
-    order = rng.permutation(len(turns))
-    texts: list[str] = []
-    base: list[int] = []
-    seen: set[str] = set()
-    for i in range(n):
-        t = int(order[i % len(turns)])
-        text = turns[t].text
-        while text in seen:  # a variant: the turn plus a sentence of another (random) turn
-            other = turns[int(rng.integers(len(turns)))]
-            parts = sentences(other.text.split(": ", 1)[-1]) or [other.text]
-            text = f"{turns[t].text} {parts[int(rng.integers(len(parts)))]}"
-        seen.add(text)
-        texts.append(text)
-        base.append(t)
-    return texts, base
-
-
-def build_memories(texts: list[str], base: list[int], seed: int, users: int, sigma: float) -> tuple[list, np.ndarray]:
-    """Memory dicts and their user index (log-normal user weights, ~10 % episodes with event times)."""
-    turns, _ = load_locomo()
-    weights = np.random.default_rng(seed + 3).lognormal(0.0, sigma, users)
-    draws = np.random.default_rng(seed + 1).random(len(texts))
-    user_of = np.minimum(np.searchsorted(np.cumsum(weights) / weights.sum(), draws, side="right"), users - 1)
-    episode = np.random.default_rng(seed + 2).random(len(texts)) < 0.10
-    mems = []
-    for i, text in enumerate(texts):
-        turn = turns[base[i]]
-        mem: dict[str, Any] = {"text": text, "provenance": [f"c{turn.conv}:{turn.dia_id}"]}
-        if episode[i] and turn.when is not None:
-            mem.update(kind="episode", event_time=turn.when.isoformat(), participants=[turn.speaker])
-        mems.append(mem)
-    return mems, user_of
 
 
 def user_key(u: int) -> Any:
@@ -191,16 +155,10 @@ def profile_hybrid(svc: Any, queries: list, qvecs: np.ndarray, top: int = 20) ->
 def floor(vecs: np.ndarray, user_of: np.ndarray, uidx: list[int], qvecs: np.ndarray, k: int, warmup: int) -> dict:
     """Exact brute-force top-k (float32 matmul): over the user's rows (pre-grouped), or the full matrix masked."""
     groups = {u: np.ascontiguousarray(vecs[user_of == u]) for u in set(uidx)}
-
-    def topk(scores: np.ndarray) -> np.ndarray:
-        kk = min(k, len(scores))
-        part = np.argpartition(-scores, kk - 1)[:kk]
-        return part[np.argsort(-scores[part])]
-
     r = range(len(uidx))
-    return {"user_rows": percentiles(time_calls(lambda j: topk(groups[uidx[j]] @ qvecs[j]), r, warmup=warmup)),
+    return {"user_rows": percentiles(time_calls(lambda j: topk(groups[uidx[j]] @ qvecs[j], k), r, warmup=warmup)),
             "full_scan": percentiles(time_calls(
-                lambda j: topk(np.where(user_of == uidx[j], vecs @ qvecs[j], -np.inf)), r, warmup=warmup))}
+                lambda j: topk(np.where(user_of == uidx[j], vecs @ qvecs[j], -np.inf), k), r, warmup=warmup))}
 
 
 def add_single(svc: Any, texts: list[str], vecs: np.ndarray, users: int, seed: int) -> dict[str, Any]:
@@ -280,26 +238,17 @@ def plot(res: dict, path: Path) -> None:
     plt = plot_style()
     sizes = list(res["floor"])
     fig, axes = plt.subplots(1, len(sizes) + 1, figsize=(5 * len(sizes) + 4, 4.6), squeeze=False)
-    cats = [*MODES, "query_embed", "floor\nuser rows", "floor\nfull scan"]
+    cats = [*MODES, "query_embed", "floor_user_rows", "floor_full_scan"]
     for ax, n in zip(axes[0], sizes, strict=False):
         series = {a: by[n]["search"] for a, by in res["adapters"].items() if n in by}
-        fl = res["floor"][n]
-        for s_i, (name, search) in enumerate(series.items()):
-            off = (s_i - (len(series) - 1) / 2) * 0.8 / len(series)
-            for c_i, cat in enumerate(cats):
-                st = search.get(cat) or (fl[cat.split("\n")[1].replace(" ", "_")] if "\n" in cat and s_i == 0 else None)
-                if not st:
-                    continue
-                color = PALETTE["floor"] if "\n" in cat else PALETTE[name]
-                x = c_i if "\n" in cat else c_i + off
-                ax.bar(x, st["p99"], 0.7 / len(series), color=color, alpha=0.3, hatch="//")
-                ax.bar(x, st["p50"], 0.7 / len(series), color=color, label=name if c_i == 0 else None)
+        series["floor"] = {f"floor_{k}": v for k, v in res["floor"][n].items()}
+        latency_bars(ax, cats, series)
         for t in res["targets"]:
             if str(t["size"]) == n and ("user_rows" in t["name"] or "given" in t["name"]):
-                ax.axhline(t["bound_ms"], color=PALETTE["target"], lw=1, ls="--" if "p50" in t["name"] else ":",
-                           label=f"{'p50 bound (e2e)' if 'p50' in t['name'] else 'p99 target'} {t['bound_ms']:.1f} ms")
-        ax.set(yscale="log", ylabel="ms", title=f"search, {int(n):,} entries (solid p50, hatched p99)")
-        ax.set_xticks(range(len(cats)), [c.replace("_", "\n", 1) if "\n" not in c else c for c in cats], fontsize=7)
+                p50 = "p50" in t["name"]
+                ax.axhline(t["bound_ms"], color=PALETTE["target"], lw=1, ls="--" if p50 else ":",
+                           label=f"{'p50 bound (e2e)' if p50 else 'p99 target'} {t['bound_ms']:.1f} ms")
+        ax.set_title(f"search latency, {int(n):,} entries")
         ax.legend(loc="upper left", fontsize=7)
     ax = axes[0][-1]
     bars = [(f"{a}\n{int(n) // 1000}k", a, by[n]["load"]["entries_per_s"]) for a, by in res["adapters"].items()
@@ -338,10 +287,10 @@ def main(argv: list[str] | None = None) -> int:
 
     machine, sizes = machine_info(), sorted(set(args.sizes))
     embedder = MiniLMEmbedder(batch_size=args.batch, threads=args.threads)
-    texts, base = build_texts(max(sizes) + args.adds + 5, args.seed)
-    texts_for = lambda n: texts[:n] if n <= len(texts) else build_texts(n, args.seed)[0]  # noqa: E731
+    texts, base = memory_texts(max(sizes) + args.adds + 5, args.seed)
+    texts_for = lambda n: texts[:n] if n <= len(texts) else memory_texts(n, args.seed)[0]  # noqa: E731
     vecs_all, meta = embed_cached(f"minilm_s{args.seed}", texts_for, max(sizes), embedder.embed_passages, log)
-    mems_all, users_all = build_memories(texts, base, args.seed, args.users, args.sigma)
+    mems_all, users_all = memory_dataset(texts, base, args.seed, args.users, args.sigma)
     sample = texts[:1024]
     t0 = time.perf_counter()
     embedder.embed_passages(sample)
