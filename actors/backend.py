@@ -27,6 +27,10 @@ class ShardBackend(Protocol):
         """Run ``ShardCore.<method>(key, *args)`` on the shard that owns ``key``."""
         ...
 
+    async def call_shard(self, shard: int, method: str, *args: Any) -> Any:
+        """Run ``ShardCore.<method>(*args)`` on shard ``shard`` (e.g. a job lookup by its id)."""
+        ...
+
     async def status(self) -> list[dict[str, Any]]:
         """One status dict per shard; raises if a shard is unreachable."""
         ...
@@ -42,6 +46,9 @@ class LocalShardBackend:
 
     async def call(self, key: UserKey, method: str, *args: Any) -> Any:
         return await asyncio.to_thread(getattr(self.core(key), method), key, *args)
+
+    async def call_shard(self, shard: int, method: str, *args: Any) -> Any:
+        return await asyncio.to_thread(getattr(self.shards[shard], method), *args)
 
     async def status(self) -> list[dict[str, Any]]:
         return [await asyncio.to_thread(s.status) for s in self.shards]

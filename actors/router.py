@@ -7,6 +7,7 @@ stable hash of (app, user) — never Python's ``hash()``.
 
 Reads that hit a restarting actor are retried for up to ``read_retry_s``; writes are not
 retried here (an update is not idempotent): they fail with a StoreError (HTTP 503 + retry hint).
+An ingest is a write here too: its job is accepted only once the shard answered.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from memcore.model import UserKey
 from memcore.ports import Embedder
 from memcore.settings import Settings
 
-READ_METHODS = frozenset({"get", "read", "search", "preload", "ping", "status", "count"})
+READ_METHODS = frozenset({"get", "read", "search", "preload", "ping", "status", "count", "job", "recall"})
 
 
 def actor_name(shard: int) -> str:
@@ -72,6 +73,9 @@ class RayShardBackend:
     async def call(self, key: UserKey, method: str, *args: Any) -> Any:
         shard = shard_of(key, self.settings.shards)
         return await self._invoke(shard, method, key, *args)
+
+    async def call_shard(self, shard: int, method: str, *args: Any) -> Any:
+        return await self._invoke(shard, method, *args)
 
     async def status(self) -> list[dict[str, Any]]:
         return list(await asyncio.gather(*(self._invoke(k, "status") for k in range(self.settings.shards))))

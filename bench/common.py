@@ -387,3 +387,19 @@ def topk(scores: np.ndarray, k: int) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)
     part = np.argpartition(-scores, kk - 1)[:kk]
     return part[np.argsort(-scores[part])]
+
+
+def profile_top(fn: Callable[[Any], object], items: Iterable[Any], top: int = 20) -> list[str]:
+    """cProfile ``fn(item)`` over ``items``; the ``top`` functions by own time, as pstats lines."""
+    import cProfile
+    import io
+    import pstats
+
+    prof = cProfile.Profile()
+    prof.enable()
+    for item in items:
+        fn(item)
+    prof.disable()
+    buf = io.StringIO()
+    pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(top)
+    return [ln.rstrip() for ln in buf.getvalue().splitlines() if ln.strip()][-top - 1 :]

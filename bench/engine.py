@@ -18,9 +18,6 @@ force, NOT a Qdrant server), capped by --client-max-size / --client-queries beca
 from __future__ import annotations
 
 import argparse
-import cProfile
-import io
-import pstats
 import sys
 import tempfile
 import time
@@ -31,8 +28,10 @@ from typing import Any
 
 import numpy as np
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if __package__ in (None, ""):  # run as a script: the repo root, not bench/ (bench/http.py would shadow http)
+    _here = Path(__file__).resolve().parent
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _here]
+    sys.path.insert(0, str(_here.parent))
 from bench.common import (
     PALETTE,
     Stopwatch,
@@ -47,6 +46,7 @@ from bench.common import (
     memory_texts,
     percentiles,
     plot_style,
+    profile_top,
     time_calls,
     topk,
     write_json,
@@ -88,11 +88,19 @@ def load(svc: Any, mems: list, user_of: np.ndarray, vecs: np.ndarray, batch: int
     for i, u in enumerate(user_of.tolist()):
         rows[u].append(i)
     batches = [(u, idx[lo : lo + batch]) for u, idx in rows.items() for lo in range(0, len(idx), batch)]
+    sw = {k: Stopwatch() for k in ("vector_get", "vector_upsert", "keyword_upsert")}
+    parts = [(svc.vectors, "get", sw["vector_get"]), (svc.vectors, "upsert", sw["vector_upsert"]),
+             (svc.keywords, "upsert", sw["keyword_upsert"])]
     t0 = time.perf_counter()
-    calls = time_calls(lambda b: svc.add_many(user_key(b[0]), [mems[i] for i in b[1]], vectors=vecs[b[1]]), batches)
+    with instrumented(parts):  # ~1 us per wrapped call, against calls of milliseconds
+        calls = time_calls(lambda b: svc.add_many(user_key(b[0]), [mems[i] for i in b[1]], vectors=vecs[b[1]]),
+                           batches)
     secs = time.perf_counter() - t0
+    split = {k: round(v.seconds, 2) for k, v in sw.items()}
+    split["other"] = round(secs - sum(split.values()), 2)
     return {"entries": len(mems), "seconds": round(secs, 2), "entries_per_s": round(len(mems) / secs, 1),
-            "add_many_calls": len(calls), "add_many_call_ms": percentiles(calls), "load_average": load_average()}
+            "seconds_by_part": split, "add_many_calls": len(calls), "add_many_call_ms": percentiles(calls),
+            "load_average": load_average()}
 
 
 def search_modes(svc: Any, queries: list, qvecs: np.ndarray, modes: tuple, warmup: int) -> dict[str, Any]:
@@ -117,7 +125,7 @@ def search_modes(svc: Any, queries: list, qvecs: np.ndarray, modes: tuple, warmu
 
 
 def breakdown(svc: Any, queries: list, qvecs: np.ndarray) -> dict[str, Any]:
-    """Where a hybrid search's time goes: the store calls of _search_once timed from the outside."""
+    """Where a hybrid search's time goes: the store calls of _search_once timed from the outside, then cProfile."""
     import memcore.stores.qdrant_edge as qedge
 
     names = ("vector_search", "payload_parse", "keyword_search", "entry_fetch", "total")
@@ -137,19 +145,11 @@ def breakdown(svc: Any, queries: list, qvecs: np.ndarray) -> dict[str, Any]:
         del svc.vectors.get
     ms = {k: round(s.seconds / len(queries) * 1e3, 3) for k, s in sw.items()}
     ms["fusion_hits_other"] = round(ms["total"] - ms["vector_search"] - ms["keyword_search"] - ms["entry_fetch"], 3)
+    prof = profile_top(lambda j: svc.search(queries[j][1], {"query": queries[j][0]}, query_vector=qvecs[j]),
+                       range(len(queries)))
     return {"mean_ms_per_query": ms, "missing_ids_fetched_per_query": round(sum(fetched) / len(queries), 1),
-            "note": "payload_parse = Entry.model_validate of each point returned (inside vector_search/entry_fetch)"}
-
-
-def profile_hybrid(svc: Any, queries: list, qvecs: np.ndarray, top: int = 20) -> list[str]:
-    prof = cProfile.Profile()
-    prof.enable()
-    for j, (q, key) in enumerate(queries):
-        svc.search(key, {"query": q}, query_vector=qvecs[j])
-    prof.disable()
-    buf = io.StringIO()
-    pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(top)
-    return [ln.rstrip() for ln in buf.getvalue().splitlines() if ln.strip()][-top - 1 :]
+            "note": "payload_parse = Entry.model_validate of each point returned (inside vector_search/entry_fetch)",
+            "profile": prof}
 
 
 def floor(vecs: np.ndarray, user_of: np.ndarray, uidx: list[int], qvecs: np.ndarray, k: int, warmup: int) -> dict:
@@ -166,7 +166,10 @@ def add_single(svc: Any, texts: list[str], vecs: np.ndarray, users: int, seed: i
     rng = np.random.default_rng(seed + 9)
     items = [(user_key(int(rng.integers(users))), {"text": t}, vecs[int(rng.integers(len(vecs)))][None, :])
              for t in texts]
-    return percentiles(time_calls(lambda it: svc.add(it[0], it[1], vector=it[2]), items[5:], warmup=0))
+    add = lambda it: svc.add(it[0], it[1], vector=it[2])  # noqa: E731
+    out = percentiles(time_calls(add, items[5:-30], warmup=0))
+    out["profile"] = profile_top(add, items[-30:], top=12)  # 30 more adds, profiled (not in the timings)
+    return out
 
 
 # ----------------------------------------------------------------------------- verdicts and output
@@ -223,6 +226,10 @@ def markdown(res: dict) -> str:
     lines += md_table(["target", "entries", "value ms", "bound ms", "result"],
                       [[t["name"], f"{t['size']:,}", f"{t['value_ms']:.2f}", f"{t['bound_ms']:.2f}",
                         "PASS" if t["pass"] else "FAIL"] for t in res["targets"]])
+    lines += ["", "## Where loading time goes (seconds, add_many end to end; stores wrapped from the outside)", ""]
+    lines += md_table(["adapter", "entries", "total", "vector get", "vector upsert", "keyword upsert", "other"],
+                      [[a, f"{int(n):,}", r["load"]["seconds"], *r["load"]["seconds_by_part"].values()]
+                       for a, by in res["adapters"].items() for n, r in by.items()])
     lines += ["", "## Where a hybrid search's time goes (edge, mean ms per query, query vector given)", ""]
     rows = []
     for n, r in res["adapters"].get("edge", {}).items():
@@ -287,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
 
     machine, sizes = machine_info(), sorted(set(args.sizes))
     embedder = MiniLMEmbedder(batch_size=args.batch, threads=args.threads)
-    texts, base = memory_texts(max(sizes) + args.adds + 5, args.seed)
+    texts, base = memory_texts(max(sizes) + args.adds + 35, args.seed)
     texts_for = lambda n: texts[:n] if n <= len(texts) else memory_texts(n, args.seed)[0]  # noqa: E731
     vecs_all, meta = embed_cached(f"minilm_s{args.seed}", texts_for, max(sizes), embedder.embed_passages, log)
     mems_all, users_all = memory_dataset(texts, base, args.seed, args.users, args.sigma)
@@ -339,8 +346,7 @@ def main(argv: list[str] | None = None) -> int:
                 log(f"{adapter} {n}: " + ", ".join(f"{k} {pp(v)}" for k, v in r["search"].items() if "p50" in v))
                 if adapter == "edge":
                     r["breakdown"] = breakdown(svc, qs, qv)
-                    r["profile_tottime"] = profile_hybrid(svc, qs, qv)
-                    r["add_single"] = add_single(svc, texts[n : n + args.adds + 5], vecs, args.users, args.seed)
+                    r["add_single"] = add_single(svc, texts[n : n + args.adds + 35], vecs, args.users, args.seed)
                     log(f"edge {n}: breakdown {r['breakdown']}; add (1) {r['add_single']}")
                 svc.vectors.close()
                 svc.keywords.close()

@@ -3,6 +3,7 @@
   memctl up [--data-dir DIR] [--port 8000] [--host 127.0.0.1] [--config configs/serve.local.yaml]
   memctl status
   memctl down
+  memctl k8s-config [--config configs/serve.production.yaml] [--check | --write]
 
 ``up`` starts a local Ray head on loopback, deploys the Serve apps of the config with embedded
 defaults, waits until ``/readyz`` answers and prints the base URL. ``down`` stops what ``up``
@@ -107,6 +108,27 @@ def cmd_down(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_k8s_config(args: argparse.Namespace) -> int:
+    """Print the RayService serveConfigV2 rendered from a Serve config, or check/rewrite the manifests."""
+    from cluster import k8s_config
+
+    if args.check:
+        stale = k8s_config.drift()
+        for name in stale:
+            print(f"{k8s_config.TARGETS[name].manifest}: serveConfigV2 differs from its rendering; "
+                  "run `memctl k8s-config --write`", file=sys.stderr)
+        return 1 if stale else 0
+    if args.write:
+        for path in k8s_config.write():
+            print(f"rewrote {path}")
+        return 0
+    config = Path(args.config) if args.config else k8s_config.PRODUCTION_CONFIG
+    llm = None if args.no_llm else Path(args.llm_config) if args.llm_config else k8s_config.LLM_CONFIG
+    overrides = Path(args.overrides) if args.overrides else None
+    print(k8s_config.dump(k8s_config.render(config, llm_config=llm, overrides=overrides)), end="")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="memctl", description="Run memcluster locally.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -126,6 +148,15 @@ def parser() -> argparse.ArgumentParser:
     st.set_defaults(func=cmd_status)
     down = sub.add_parser("down", help="stop what `up` started (data is kept)")
     down.set_defaults(func=cmd_down)
+    k8s = sub.add_parser("k8s-config", help="print the KubeRay serveConfigV2 rendered from a Serve config")
+    k8s.add_argument("--config", default=None, help="Serve config YAML (default configs/serve.production.yaml)")
+    k8s.add_argument("--llm-config", default=None, help="extractor app config (default configs/llm.production.yaml)")
+    k8s.add_argument("--no-llm", action="store_true", help="leave the vLLM extractor app out")
+    k8s.add_argument("--overrides", default=None, help="per-app overrides YAML (as an overlay uses)")
+    mode = k8s.add_mutually_exclusive_group()
+    mode.add_argument("--check", action="store_true", help="exit 1 when a k8s manifest drifted from its rendering")
+    mode.add_argument("--write", action="store_true", help="rewrite the serveConfigV2 blocks of the k8s manifests")
+    k8s.set_defaults(func=cmd_k8s_config)
     return p
 
 

@@ -120,7 +120,7 @@ class MemoryClient:
     def ingest(
         self, app: str, user: str, session: str, events: Sequence[Mapping[str, Any]], **extra: Any
     ) -> str:
-        """Send a session's events for background extraction; returns the job id (202).
+        """Send a session's events for background extraction; returns the job id (poll :meth:`job`).
 
         Requires a server with auto memory. ``events`` are dicts with id, role
         (user|assistant|tool), content, tool_calls, timestamp, external_context; the whole
@@ -133,9 +133,10 @@ class MemoryClient:
         return self._send(P.job(job_id))
 
     def recall(self, app: str, user: str, query: str, **options: Any) -> dict[str, Any]:
-        """Search archived raw turns of the user's other sessions; returns the server's JSON.
+        """Search archived raw turns of the user's other sessions; returns the server's JSON
+        ``{"hits": [{"session", "event_id", "role", "content", "timestamp", "score"}]}``.
 
-        Requires a server with auto memory.
+        Options: ``session`` (the current one, left out), ``max_results`` (1..100, default 10).
         """
         return self._send(P.recall(app, user, P.search_body(query, options)))
 

@@ -99,8 +99,9 @@ class PreloadResult:
 
 @dataclass(frozen=True)
 class Job:
-    """An ingest job (auto memory): ``status`` is queued | running | done | failed; the rest of the
-    server's answer (per-operation results, errors) is kept in ``data``."""
+    """An ingest job (auto memory): ``status`` is queued | running | done | failed | skipped; the rest
+    of the server's answer (``operations``: per-operation results, ``errors``, ``reason``,
+    ``cursor``: the session's last_extract_at, ...) is kept in ``data``."""
 
     job_id: str
     status: str
@@ -113,4 +114,4 @@ class Job:
 
     @property
     def finished(self) -> bool:
-        return self.status in ("done", "failed")
+        return self.status in ("done", "failed", "skipped")

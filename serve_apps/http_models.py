@@ -8,10 +8,13 @@ validates; the subclasses here only add field descriptions and examples.
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from actors.archive import JobStatus
+from memcore.extraction.events import EventBatch
 from memcore.model import Entry, InjectionMode, Memory, PreloadStrategy, SearchOptions
 from memcore.tools import ToolMode
 
@@ -182,3 +185,79 @@ class ErrorBody(BaseModel):
     error: str = Field(description="Error class, e.g. ValidationError, NotFoundError, StoreError.")
     field: str | None = Field(default=None, description="The input field or key the error is about.")
     message: str = Field(description="What went wrong, for humans.")
+
+
+# ---------------------------------------------------------------- auto memory
+class IngestRequest(EventBatch):
+    """A session's events, oldest first or in any order (the whole session may be resent each turn).
+
+    Each event: ``id`` (unique in the session), ``role`` user | assistant | tool, ``content``,
+    ``tool_calls``, ``tool_call_id``, ``timestamp`` (ISO-8601) and ``external_context`` (true on
+    events that carry retrieved knowledge). Only user/assistant text after the session's cursor
+    is extracted; tool messages never are.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"events": [
+            {"id": "e1", "role": "user", "content": "We upgraded production to Go 1.24.",
+             "timestamp": "2026-07-20T09:00:00Z"},
+            {"id": "e2", "role": "assistant", "content": "Noted: production runs Go 1.24.",
+             "timestamp": "2026-07-20T09:00:05Z"},
+        ]}]},
+    )
+
+
+class JobModel(BaseModel):
+    """An ingest job: queued → running → done | failed, or skipped at ingest."""
+
+    job_id: str = Field(description="Opaque id; `GET /v1/jobs/{job_id}` reports the job.")
+    status: JobStatus = Field(description="queued, running, done, failed (cursor unchanged) or skipped (no-op).")
+    app: str
+    user: str
+    session: str
+    seq: int = Field(description="Ingest order within the shard.")
+    created_at: datetime
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    sync: bool = Field(description="True when the queue was full and the ingest request waited for the job.")
+    attempts: int = Field(description="Runs started (more than 1 after a shard restart re-queued it).")
+    upto: datetime | None = Field(default=None, description="The newest event this job extracts.")
+    reason: str | None = Field(default=None, description="Why the job was skipped or failed.")
+    operations: list[dict[str, Any]] = Field(
+        description="One result per proposed operation: index, type, status (applied | skipped | failed), "
+                    "action, memory_id, effective_id, reason, error.")
+    errors: list[str] = Field(description="Job error, failed operations, rejected tool calls, stage failures.")
+    counts: dict[str, int]
+    cursor: datetime | None = Field(
+        default=None, description="The session's last_extract_at after the job (moves only when it is done).")
+
+
+class RecallRequest(BaseModel):
+    """Search the raw archived turns of the user's other sessions."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"query": "which Go version runs in production?", "session": "s-42",
+                                         "max_results": 5}]},
+    )
+
+    query: str = Field(min_length=1, max_length=4096, description="Free text (BM25 over the turns' words).")
+    session: str | None = Field(default=None, max_length=128,
+                                description="The current session: its turns are left out.")
+    max_results: int = Field(default=10, ge=1, le=100, description="How many turns to return.")
+
+
+class RecallHitModel(BaseModel):
+    session: str
+    event_id: str
+    role: str
+    content: str
+    timestamp: datetime
+    score: float = Field(description="BM25 relevance (higher is better).")
+
+
+class RecallResponse(BaseModel):
+    """Matching turns, best first."""
+
+    hits: list[RecallHitModel]

@@ -41,6 +41,7 @@ def ray_session() -> Iterator[Any]:
     import ray
 
     ray.init(
+        address="local",  # a fresh cluster, never one a `ray start` elsewhere left in /tmp/ray
         num_cpus=4,
         object_store_memory=400_000_000,
         include_dashboard=False,
@@ -55,3 +56,12 @@ def ray_session() -> Iterator[Any]:
         serve.shutdown()
     finally:
         ray.shutdown()
+
+
+@pytest.fixture
+def scripted_llm() -> Iterator[Any]:
+    """A started scripted OpenAI-compatible server (:mod:`tests.scripted_llm`); ``push`` script items."""
+    from tests.scripted_llm import ScriptedLLM
+
+    with ScriptedLLM() as server:
+        yield server

@@ -73,7 +73,7 @@ class ChatClient:
             request = self.before_model(request) or request
         create: Any = self.client.chat.completions.create
         try:
-            response = create(**request, timeout=self.timeout)
+            response = create(**{"timeout": self.timeout, **request})
         except openai.APITimeoutError as exc:
             raise ExtractorError(f"the extraction model timed out after {self.timeout:g} s", field="extractor") from exc
         except openai.APIStatusError as exc:

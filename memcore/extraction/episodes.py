@@ -53,6 +53,7 @@ class EpisodeResult(BaseModel):
     operations: list[Operation] = Field(default_factory=list)
     rejected: list[str] = Field(default_factory=list)
     error: str | None = None
+    """Why the stage failed (``"ExtractorError: extractor: ..."``); None when it ran."""
     pairs: int = 0
     """How many candidate pairs were offered to the model (0: the stage was skipped)."""
 
@@ -127,10 +128,9 @@ class AssistantEpisodeStage:
                 _, got = self.chat.call(messages, [prompts.tool_schema(prompts.EPISODE_TOOL)])
                 calls.extend(got)
         except MemoryServiceError as exc:
-            return EpisodeResult(error=f"assistant-episode stage failed: {exc}", pairs=len(pairs))
+            return EpisodeResult(error=f"{type(exc).__name__}: {exc}", pairs=len(pairs))
         except Exception as exc:  # noqa: BLE001 - the optional stage must never break ordinary extraction
-            return EpisodeResult(error=f"assistant-episode stage failed: {type(exc).__name__}: {exc}",
-                                 pairs=len(pairs))
+            return EpisodeResult(error=f"{type(exc).__name__}: {exc}", pairs=len(pairs))
         return self.validate(calls, pairs, existing, others)
 
     def validate(

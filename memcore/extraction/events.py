@@ -24,6 +24,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from memcore.model import Operation, utc
+from memcore.service import validate
 
 MAX_EVENT_ID_CHARS = 256
 MAX_EVENT_CONTENT_BYTES = 65_536
@@ -116,8 +117,6 @@ class EventBatch(BaseModel):
 
 def parse_events(data: Iterable[Event | dict[str, Any]]) -> list[Event]:
     """Validate a list of events (raises :class:`memcore.errors.ValidationError` naming ``events.<i>.<field>``)."""
-    from memcore.service import validate  # local: keep this module importable without the service
-
     return validate(EventBatch, {"events": list(data)}).events
 
 

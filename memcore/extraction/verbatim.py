@@ -13,6 +13,10 @@ Each entry is an ``episode`` whose text is ``"Speaker: content"`` lines (``User`
 ``user`` when a user message is part of it, else ``assistant``. Text longer than
 :data:`memcore.model.MAX_TEXT_BYTES` is split into several entries (at message boundaries
 first, then at whitespace), each with the provenance of the messages it holds.
+
+Apply its operations with the ``append_only`` policy: turns are kept verbatim, only exact
+duplicates (a resent turn: same text and time, so the same id) are dropped; reconcile would
+merge short look-alike turns ("User: yes").
 """
 
 from __future__ import annotations

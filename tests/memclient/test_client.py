@@ -282,7 +282,9 @@ class _AutoMemoryStub:
             return httpx.Response(202, json={"job_id": "job-1"})
         if request.url.path.startswith("/v1/jobs/"):
             return httpx.Response(200, json={"job_id": "job-1", "status": "done", "operations": [{"type": "add"}]})
-        return httpx.Response(200, json={"hits": [{"session": "s1", "text": "hello", "score": 0.5}]})
+        hit = {"session": "s1", "event_id": "e1", "role": "user", "content": "hello",
+               "timestamp": "2024-01-01T00:00:00Z", "score": 0.5}
+        return httpx.Response(200, json={"hits": [hit]})
 
 
 def _check_auto_memory_calls(stub: _AutoMemoryStub, job_id: str, job: Job, recalled: dict[str, Any]) -> None:

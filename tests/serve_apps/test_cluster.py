@@ -14,8 +14,6 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import free_port
-
 pytestmark = pytest.mark.ray
 
 KEYS = {"app1": "key-one", "app2": "key-two"}
@@ -41,14 +39,13 @@ def _wait_ready(base: str, timeout: float = 120.0) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def cluster(ray_session: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+def cluster(serve_port: int, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     from ray import serve
 
     from serve_apps.builder import build_app
 
     data_dir = tmp_path_factory.mktemp("cluster-data")
-    port = free_port()
-    serve.start(http_options={"host": "127.0.0.1", "port": port})
+    port = serve_port
     settings = {"data_dir": str(data_dir), "shards": 2, "namespace": "memcluster-test",
                 "embedder": {"kind": "hashing", "dim": 256}, "api_keys": KEYS}
     serve.run(build_app({"settings": settings}), name="memcluster", route_prefix="/")

@@ -103,6 +103,9 @@ def test_openapi_lists_every_route(client: httpx.Client) -> None:
         f"{u}/memories/search": {"post"},
         f"{u}/preload": {"post"},
         f"{u}/tools/{{name}}": {"post"},
+        f"{u}/sessions/{{session}}/events": {"post"},
+        f"{u}/sessions/recall": {"post"},
+        "/v1/jobs/{job_id}": {"get"},
         "/v1/apps/{app}/tools": {"get"},
         "/healthz": {"get"},
         "/readyz": {"get"},
@@ -110,7 +113,8 @@ def test_openapi_lists_every_route(client: httpx.Client) -> None:
     assert spec["info"]["title"]
     schemas = spec["components"]["schemas"]
     for name in ("MemoryRequest", "EntryModel", "SearchRequest", "SearchResponse", "PreloadRequest",
-                 "PreloadResponse", "ToolCallRequest", "ToolList", "ErrorBody"):
+                 "PreloadResponse", "ToolCallRequest", "ToolList", "ErrorBody", "IngestRequest", "JobModel",
+                 "RecallRequest", "RecallResponse"):
         assert name in schemas
     assert schemas["MemoryRequest"]["properties"]["text"]["description"]
     post = spec["paths"][f"{u}/memories"]["post"]

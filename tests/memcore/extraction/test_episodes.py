@@ -104,8 +104,10 @@ def test_no_candidate_pairs_means_no_model_call(llm: ScriptedLLM) -> None:
 def test_pairs_are_sent_in_batches_numbered_across_batches(llm: ScriptedLLM) -> None:
     delta = []
     for i in range(3):
-        delta += [ev(2 * i, "user", f"Question {i}?"), ev(2 * i + 1, "assistant", f"The answer to question {i} is {i}0.")]
-    llm.push([], [tool_call("assistant_episode", {"pair": 3, "memory": "The assistant said question 2 has answer 20."})])
+        delta += [ev(2 * i, "user", f"Question {i}?"),
+                  ev(2 * i + 1, "assistant", f"The answer to question {i} is {i}0.")]
+    llm.push([], [tool_call("assistant_episode",
+                            {"pair": 3, "memory": "The assistant said question 2 has answer 20."})])
     result = stage(llm, batch_size=2).run(delta, now=NOW)
     assert len(llm.requests) == 2
     assert "[P1]" in messages_text(llm.requests[0]) and "[P3]" in messages_text(llm.requests[1])
@@ -117,4 +119,4 @@ def test_a_failing_stage_returns_an_error_and_no_episodes(llm: ScriptedLLM, repl
     llm.push(reply)
     result = stage(llm, timeout=0.3).run(TEXT_DELTA, now=NOW)
     assert result.operations == [] and result.error is not None
-    assert result.error.startswith("assistant-episode stage failed")
+    assert result.error.startswith("ExtractorError: extractor: the extraction model")

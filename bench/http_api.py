@@ -1,0 +1,255 @@
+"""HTTP benchmark: search and add latency/throughput through the Ray Serve API, beside the
+in-process engine on the same data in the same run.
+
+    unshare -n sh -c 'ip link set lo up && .venv/bin/python bench/http_api.py --entries 100000'
+
+1. N memory texts over 1,000 users (bench/common.py's LoCoMo-derived data), embedded once
+   with the configured embedder (cached under bench/results/cache/), written straight into
+   the shard stores of a fresh data directory (4 shards, as `memctl up` deploys);
+2. in-process: ``ShardCore.search`` / ``ShardCore.add`` on those stores (query embedding included);
+3. HTTP: the same stores behind Ray Serve (ingress + embedder deployment + shard actors) on
+   127.0.0.1, at concurrency 1, 8 and 32 with httpx.
+Writes bench/results/http_api.json, .png and .md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import (
+    RESULTS,
+    embed_cached,
+    load_locomo,
+    machine_info,
+    md_table,
+    memory_dataset,
+    memory_texts,
+    percentiles,
+    plot_style,
+    write_json,
+)
+
+APP = "bench"
+
+
+def key_of(u: int) -> Any:
+    from memcore.model import UserKey
+
+    return UserKey(app=APP, user=f"user-{u:04d}")
+
+
+def populate(settings: Any, embedder: Any, mems: list[dict[str, Any]], user_of: np.ndarray, vecs: np.ndarray) -> list:
+    """Write every entry straight into its shard's stores; returns the open ShardCores."""
+    from actors.shard import ShardCore
+    from memcore.ids import shard_of
+
+    cores = [ShardCore(settings, k, embedder) for k in range(settings.shards)]
+    t0 = time.perf_counter()
+    for u in np.unique(user_of):
+        idx = np.flatnonzero(user_of == u)
+        key = key_of(int(u))
+        core = cores[shard_of(key, settings.shards)]
+        for lo in range(0, len(idx), 256):
+            part = idx[lo : lo + 256]
+            core.service.add_many(key, [mems[i] for i in part], vectors=vecs[part])
+    print(f"populated {len(mems)} entries in {time.perf_counter() - t0:.0f}s", flush=True)
+    return cores
+
+
+def in_process(cores: list, settings: Any, queries: list[tuple[int, str]], adds: int) -> dict[str, Any]:
+    from memcore.ids import shard_of
+
+    def core_of(u: int) -> Any:
+        return cores[shard_of(key_of(u), settings.shards)]
+
+    for u, q in queries[:20]:
+        core_of(u).search(key_of(u), {"query": q})
+    search_ms = []
+    for u, q in queries:
+        t0 = time.perf_counter()
+        core_of(u).search(key_of(u), {"query": q})
+        search_ms.append((time.perf_counter() - t0) * 1e3)
+    add_ms = []
+    for i in range(adds):
+        u = queries[i % len(queries)][0]
+        t0 = time.perf_counter()
+        core_of(u).add(key_of(u), {"text": f"in-process bench note {i} about {queries[i % len(queries)][1]}"})
+        add_ms.append((time.perf_counter() - t0) * 1e3)
+    return {"search": percentiles(search_ms), "add": percentiles(add_ms)}
+
+
+async def _drive(base: str, concurrency: int, jobs: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    import httpx
+
+    lat: list[float] = []
+    errors = 0
+    queue: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue()
+    for job in jobs:
+        queue.put_nowait(job)
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(base_url=base, timeout=60, limits=limits) as client:
+
+        async def worker() -> None:
+            nonlocal errors
+            while not queue.empty():
+                path, body = queue.get_nowait()
+                t0 = time.perf_counter()
+                r = await client.post(path, json=body)
+                lat.append((time.perf_counter() - t0) * 1e3)
+                if r.status_code >= 400:
+                    errors += 1
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        wall = time.perf_counter() - t0
+    return {**percentiles(lat), "throughput_rps": round(len(jobs) / wall, 1), "errors": errors}
+
+
+def over_http(settings: Any, queries: list[tuple[int, str]], levels: list[int], adds: int, port: int) -> dict:
+    import httpx
+    import ray
+    from ray import serve
+
+    from memcore.settings import to_plain
+    from serve_apps.builder import build_app
+
+    ray.init(num_cpus=4, include_dashboard=False, logging_level="ERROR", log_to_driver=False,
+             namespace=settings.namespace)
+    serve.start(http_options={"host": "127.0.0.1", "port": port})
+    serve.run(build_app({"settings": to_plain(settings)}), name="memcluster", route_prefix="/")
+    base = f"http://127.0.0.1:{port}"
+    for _ in range(600):
+        try:
+            if httpx.get(f"{base}/readyz", timeout=5).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+
+    def path(u: int, tail: str) -> str:
+        return f"/v1/apps/{APP}/users/user-{u:04d}{tail}"
+
+    out: dict[str, Any] = {"search": {}, "add": {}}
+    warm = [(path(u, "/memories/search"), {"query": q}) for u, q in queries[:30]]
+    asyncio.run(_drive(base, 4, warm))
+    for c in levels:
+        jobs = [(path(u, "/memories/search"), {"query": q}) for u, q in queries]
+        out["search"][str(c)] = asyncio.run(_drive(base, c, jobs))
+        add_jobs = [(path(queries[i % len(queries)][0], "/memories"),
+                     {"text": f"http bench note {c}-{i} about {queries[i % len(queries)][1]}"}) for i in range(adds)]
+        out["add"][str(c)] = asyncio.run(_drive(base, c, add_jobs))
+        print(f"c={c}: search {out['search'][str(c)]} add {out['add'][str(c)]}", flush=True)
+    serve.shutdown()
+    ray.shutdown()
+    return out
+
+
+def report(res: dict[str, Any]) -> str:
+    lines = [f"HTTP API vs in-process, {res['config']['entries']:,} entries, {res['config']['shards']} shards, "
+             f"embedder {res['config']['embedder']} (load average at start {res['machine'].get('load_average')})", ""]
+    rows = [["in-process", "1", _fmt(res["in_process"]["search"]), "", _fmt(res["in_process"]["add"]), ""]]
+    for c, s in res["http"]["search"].items():
+        a = res["http"]["add"][c]
+        rows.append(["HTTP", c, _fmt(s), f"{s['throughput_rps']}", _fmt(a), f"{a['throughput_rps']}"])
+    lines += md_table(["path", "concurrency", "search p50/p99 ms", "search req/s", "add p50/p99 ms", "add req/s"], rows)
+    lines += ["", *(f"- {t}" for t in res["targets"])]
+    return "\n".join(lines) + "\n"
+
+
+def _fmt(p: dict[str, float]) -> str:
+    return f"{p['p50']:.1f} / {p['p99']:.1f}"
+
+
+def targets(res: dict[str, Any]) -> list[str]:
+    s1 = res["http"]["search"]["1"]
+    inproc = res["in_process"]["search"]
+    over = s1["p50"] - inproc["p50"]
+    return [
+        f"HTTP search p50 <= 10 ms at concurrency 1: {s1['p50']:.1f} ms -> {'PASS' if s1['p50'] <= 10 else 'FAIL'}",
+        f"HTTP search p99 <= 40 ms at concurrency 1: {s1['p99']:.1f} ms -> {'PASS' if s1['p99'] <= 40 else 'FAIL'}",
+        f"HTTP overhead <= 3 ms over in-process at p50: {over:.1f} ms -> {'PASS' if over <= 3 else 'FAIL'}",
+        f"errors: {sum(v['errors'] for d in res['http'].values() for v in d.values())}",
+    ]
+
+
+def plot(res: dict[str, Any], path: Path) -> None:
+    plt = plot_style()
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for ax, op in zip(axes, ("search", "add"), strict=True):
+        levels = list(res["http"][op])
+        x = np.arange(len(levels) + 1)
+        p50 = [res["in_process"][op]["p50"]] + [res["http"][op][c]["p50"] for c in levels]
+        p99 = [res["in_process"][op]["p99"]] + [res["http"][op][c]["p99"] for c in levels]
+        ax.bar(x - 0.2, p50, 0.4, label="p50")
+        ax.bar(x + 0.2, p99, 0.4, label="p99")
+        ax.set_xticks(x, ["in-process"] + [f"HTTP c={c}" for c in levels])
+        ax.set_ylabel("ms")
+        ax.set_title(f"{op} latency ({res['config']['entries']:,} entries)")
+        if op == "search":
+            ax.axhline(10, color="#d62728", ls="--", lw=1, label="target p50 10 ms")
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--entries", type=int, default=100_000)
+    p.add_argument("--users", type=int, default=1000)
+    p.add_argument("--queries", type=int, default=300)
+    p.add_argument("--adds", type=int, default=100)
+    p.add_argument("--levels", type=int, nargs="+", default=[1, 8, 32])
+    p.add_argument("--embedder", default=None, help="embedder kind (default: the settings default)")
+    p.add_argument("--port", type=int, default=8123)
+    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--out", default=str(RESULTS / "http_api.json"))
+    args = p.parse_args(argv)
+
+    from memcore.factory import build_embedder
+    from memcore.settings import Settings
+
+    data_dir = Path(tempfile.mkdtemp(prefix="memcluster-http-bench-"))
+    overrides: dict[str, Any] = {"data_dir": data_dir, "shards": 4, "namespace": "memcluster-bench"}
+    if args.embedder:
+        overrides["embedder"] = {"kind": args.embedder}
+    settings = Settings(**overrides)
+    embedder = build_embedder(settings.embedder)
+    texts, base = memory_texts(args.entries, args.seed)
+    mems, user_of = memory_dataset(texts, base, args.seed, args.users)
+    vecs, meta = embed_cached(f"http_{settings.embedder.kind}", lambda m: memory_texts(m, args.seed)[0],
+                              args.entries, embedder.embed_passages)
+    _, questions = load_locomo()
+    rng = np.random.default_rng(args.seed)
+    users = np.unique(user_of)
+    queries = [(int(rng.choice(users)), questions[int(i)].question)
+               for i in rng.choice(len(questions), size=args.queries, replace=False)]
+    res: dict[str, Any] = {"machine": machine_info(), "config": {
+        "entries": args.entries, "users": args.users, "shards": settings.shards, "queries": args.queries,
+        "adds": args.adds, "embedder": embedder.name, "embed_passages_per_s": meta.get("passages_per_s")}}
+    cores = populate(settings, embedder, mems, user_of, vecs)
+    res["in_process"] = in_process(cores, settings, queries, args.adds)
+    print("in-process:", res["in_process"], flush=True)
+    for core in cores:
+        core.close()
+    res["http"] = over_http(settings, queries, args.levels, args.adds, args.port)
+    res["targets"] = targets(res)
+    out = Path(args.out)
+    write_json(out, res)
+    plot(res, out.with_suffix(".png"))
+    out.with_suffix(".md").write_text(report(res))
+    print(report(res))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,143 @@
+"""Reports of the LoCoMo retrieval benchmark: ``retrieval.json``, ``retrieval.md`` and ``retrieval.png``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from bench.common import fmt_ms, md_table, plot_style, write_json
+from bench.locomo import CATEGORIES
+
+GOAL = {"session_recall_any@5": 0.95, "turn_recall_all@10": 0.85}
+#: Measured on this machine, same file, same scoring, all-MiniLM-L6-v2 (ARCHITECTURE.md), categories 1-4:
+#: (session_recall_any@5, turn_recall_all@10, tokens@10, search p50 ms).
+PEERS: dict[str, tuple[float, float, float, float]] = {
+    "MemPalace 3.11, drawer per session": (0.854, 0.727, 1376, 77.5),
+    "MemPalace, drawer per turn": (0.800, 0.468, 227, 80.5),
+    "Mem0 OSS 2.2.1 (infer=False)": (0.727, 0.406, 205, 77.7),
+    "plain BM25 per turn": (0.831, 0.475, 239, 0.7),
+    "dense + BM25 RRF per turn": (0.820, 0.498, 220, 12.2),
+}
+OVERALL_COLS = (
+    ("any@1", "session_recall_any@1"), ("any@5", "session_recall_any@5"), ("any@10", "session_recall_any@10"),
+    ("all@5", "session_recall_all@5"), ("turn_all@1", "turn_recall_all@1"), ("turn_all@5", "turn_recall_all@5"),
+    ("turn_all@10", "turn_recall_all@10"), ("ndcg@10", "ndcg@10"),
+)
+
+
+def _f(v: Any) -> str:
+    return f"{v:.3f}" if isinstance(v, float) else str(v)
+
+
+def goal_met(overall: dict[str, float]) -> bool:
+    return all(overall[k] >= v for k, v in GOAL.items())
+
+
+def overall_rows(results: dict[str, dict[str, Any]], names: Sequence[str]) -> list[list[str]]:
+    rows = []
+    for name in names:
+        r = results[name]
+        o = r["overall"]
+        rows.append([f"`{name}`", *(_f(o[k]) for _, k in OVERALL_COLS), f"{o['tokens@10']:.0f}",
+                     fmt_ms(r["latency_ms"]["p50"]), fmt_ms(r["latency_ms"]["p99"]), r["config"].get("note", "")])
+    return rows
+
+
+def category_rows(res: dict[str, Any]) -> list[list[str]]:
+    rows = []
+    for cat, m in [("1-4", res["overall"]), *sorted(res["by_category"].items())]:
+        if not m.get("n"):
+            continue
+        label = "overall 1-4" if cat == "1-4" else f"{cat} {CATEGORIES.get(int(cat), '')}"
+        rows.append([label, str(m["n"]), *(_f(m[k]) for _, k in OVERALL_COLS), f"{m['tokens@10']:.0f}"])
+    return rows
+
+
+def markdown(report: dict[str, Any], names: Sequence[str]) -> str:
+    results = report["configs"]
+    best, default = report["best"], report["default"]
+    lines = [
+        "# LoCoMo retrieval benchmark",
+        "",
+        f"`python bench/retrieval.py` on `{Path(report['data']['file']).name}` "
+        f"({report['data']['conversations']} conversations; {report['machine']['cpu']}, "
+        f"{report['machine']['cpu_count']} cores, load {report['machine']['load_average']}). "
+        "One search per question (question text only), top 10; recall through entry provenance; "
+        "categories 1-4 overall (category 5, adversarial, below). Latency = query embedding + search, in-process.",
+        "",
+        "## All configurations (categories 1-4)",
+        "",
+        *md_table(["config", *(h for h, _ in OVERALL_COLS), "tokens@10", "p50 ms", "p99 ms", "what"],
+                  overall_rows(results, names)),
+        "",
+        f"Goal: session any@5 >= {GOAL['session_recall_any@5']} and turn_all@10 >= {GOAL['turn_recall_all@10']}. "
+        f"Default `{default}`: {'met' if goal_met(results[default]['overall']) else 'not met'}; "
+        f"best `{best}`: {'met' if goal_met(results[best]['overall']) else 'not met'}.",
+        "",
+        "Peers (same file and scoring, all-MiniLM-L6-v2, from ARCHITECTURE.md):",
+        "",
+        *md_table(["system", "any@5", "turn_all@10", "tokens@10", "search p50 ms"],
+                  [[k, *(f"{x:g}" for x in v)] for k, v in PEERS.items()]),
+        "",
+    ]
+    for title, name in (("Default", default), ("Best", best)):
+        lines += [f"## {title}: `{name}` by category", "",
+                  *md_table(["category", "n", *(h for h, _ in OVERALL_COLS), "tokens@10"],
+                            category_rows(results[name])), ""]
+        if title == "Default" and best == default:
+            break
+    adv = [[f"`{n}`", str(results[n]["adversarial"].get("n", 0)),
+            *(_f(results[n]["adversarial"].get(k, 0.0)) for _, k in OVERALL_COLS)]
+           for n in names if results[n]["adversarial"].get("n")]
+    if adv:
+        lines += ["## Category 5 (adversarial), all configurations", "",
+                  *md_table(["config", "n", *(h for h, _ in OVERALL_COLS)], adv), ""]
+    return "\n".join(lines)
+
+
+def plot(report: dict[str, Any], names: Sequence[str], path: Path) -> None:
+    plt = plot_style()
+    results = report["configs"]
+    fig, axes = plt.subplots(1, 3, figsize=(16, 5.2))
+    for ax, metric, label in ((axes[0], "session_recall_any@5", "session any@5"),
+                              (axes[1], "turn_recall_all@10", "turn all@10")):
+        for i, name in enumerate(names):
+            o = results[name]["overall"]
+            ax.scatter(o["tokens@10"], o[metric], color=f"C{i % 10}", marker="o", s=30)
+            ax.annotate(name, (o["tokens@10"], o[metric]), fontsize=6, xytext=(3, 2), textcoords="offset points")
+        for peer, vals in PEERS.items():
+            y = vals[0] if metric == "session_recall_any@5" else vals[1]
+            ax.scatter(vals[2], y, color="#7f7f7f", marker="x", s=30)
+            ax.annotate(peer, (vals[2], y), fontsize=6, color="#7f7f7f", xytext=(3, -8), textcoords="offset points")
+        ax.axhline(GOAL[metric], color="#d62728", ls="--", lw=1, label=f"goal {GOAL[metric]}")
+        ax.set_xscale("log")
+        ax.set_xlabel("tokens@10 (log)")
+        ax.set_ylabel(label)
+        ax.set_title(f"{label} vs context cost (categories 1-4)")
+        ax.legend(loc="lower right")
+    ax = axes[2]
+    shown = list(dict.fromkeys([report["default"], report["best"]]))
+    cats = ["1", "2", "3", "4"]
+    width = 0.8 / (2 * len(shown))
+    for s_i, name in enumerate(shown):
+        for m_i, (metric, hatch) in enumerate((("session_recall_any@5", ""), ("turn_recall_all@10", "//"))):
+            j = s_i * 2 + m_i
+            xs = [c + (j - (2 * len(shown) - 1) / 2) * width for c in range(len(cats))]
+            ys = [results[name]["by_category"].get(c, {}).get(metric, 0.0) for c in cats]
+            ax.bar(xs, ys, width * 0.9, color=f"C{s_i}", hatch=hatch, alpha=0.85,
+                   label=f"{name} {'any@5' if m_i == 0 else 'turn_all@10'}")
+    ax.set_xticks(range(len(cats)), [f"{c} {CATEGORIES[int(c)]}" for c in cats])
+    ax.set_ylim(0, 1.05)
+    ax.set_title("by category")
+    ax.legend(loc="lower left", fontsize=6)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def write_reports(report: dict[str, Any], folder: Path, names: Sequence[str]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    write_json(folder / "retrieval.json", report)
+    (folder / "retrieval.md").write_text(markdown(report, names) + "\n")
+    plot(report, names, folder / "retrieval.png")

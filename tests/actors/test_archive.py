@@ -1,0 +1,152 @@
+"""The shard's SQLite archive: events, cursors, recall, jobs, access times."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from actors.archive import JobRecord, SqliteArchive, from_us, to_us
+from memcore.errors import NotFoundError
+from memcore.extraction.events import Event
+from memcore.model import UserKey
+from memcore.ports import EventArchive
+
+A = UserKey(app="app", user="alice")
+B = UserKey(app="app", user="bob")
+OTHER_APP = UserKey(app="other", user="alice")
+T0 = datetime(2024, 5, 1, 9, 0, tzinfo=UTC)
+
+
+def ev(i: int, content: str, role: str = "user", **kw: object) -> Event:
+    return Event(id=f"e{i}", role=role, content=content, timestamp=T0 + timedelta(seconds=i), **kw)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def archive(tmp_path: Path) -> SqliteArchive:
+    a = SqliteArchive(tmp_path / "archive.sqlite3")
+    yield a  # type: ignore[misc]
+    a.close()
+
+
+def test_is_an_event_archive(archive: SqliteArchive) -> None:
+    port: EventArchive = archive
+    for name in ("append", "read", "last_extract_at", "set_last_extract_at"):
+        assert callable(getattr(port, name))
+    assert port.read(A) == []
+
+
+@pytest.mark.parametrize("when", [T0, datetime(1969, 7, 20, 20, 17, 40, 123456, tzinfo=UTC),
+                                  datetime(2262, 1, 1, tzinfo=UTC)])
+def test_microsecond_times_round_trip(when: datetime) -> None:
+    assert from_us(to_us(when)) == when
+
+
+def test_append_is_idempotent_and_keeps_text_turns_only(archive: SqliteArchive) -> None:
+    events = [ev(0, "hello there"), ev(1, "hi!", "assistant"), ev(2, "12 KB of logs", "tool"),
+              ev(3, "   ", "user"), Event(id="e4", role="assistant", content="", timestamp=T0,
+                                          tool_calls=[{"id": "c1", "type": "function"}])]
+    assert archive.append(A, "s1", events) == 2
+    assert archive.append(A, "s1", [*events, ev(5, "and more")]) == 1  # the whole session resent
+    changed = ev(0, "a different first version")
+    assert archive.append(A, "s1", [changed]) == 0  # an id keeps its first version
+    assert [(e.id, e.content) for e in archive.read(A, "s1")] == [("e0", "hello there"), ("e1", "hi!"),
+                                                                   ("e5", "and more")]
+    assert archive.read(A, "other") == [] and archive.read(B) == []
+    assert archive.sessions(A) == ["s1"]
+
+
+def test_external_context_mark_covers_tool_events(archive: SqliteArchive) -> None:
+    archive.append(A, "s1", [ev(0, "plain")])
+    assert not archive.has_external_context(A, "s1")
+    archive.append(A, "s1", [ev(1, "retrieved document text", "tool", external_context=True)])
+    assert archive.has_external_context(A, "s1")
+    assert not archive.has_external_context(A, "s2")
+
+
+def test_cursor_moves_forward_only_and_is_durable(tmp_path: Path) -> None:
+    archive = SqliteArchive(tmp_path / "a.sqlite3")
+    assert archive.last_extract_at(A, "s1") is None
+    archive.set_last_extract_at(A, "s1", T0 + timedelta(seconds=5))
+    archive.set_last_extract_at(A, "s1", T0)  # never backwards
+    assert archive.last_extract_at(A, "s1") == T0 + timedelta(seconds=5)
+    assert archive.last_extract_at(B, "s1") is None
+    archive.close()
+    reopened = SqliteArchive(tmp_path / "a.sqlite3")
+    try:
+        assert reopened.last_extract_at(A, "s1") == T0 + timedelta(seconds=5)
+    finally:
+        reopened.close()
+
+
+def test_recall_is_scoped_and_ranked(archive: SqliteArchive) -> None:
+    archive.append(A, "trip", [ev(0, "We booked the ferry to Naxos for the August trip"),
+                               ev(1, "The ferry leaves at 7am", "assistant")])
+    archive.append(A, "work", [ev(2, "The quarterly report is due Friday")])
+    archive.append(A, "now", [ev(3, "Which ferry did we book?")])
+    archive.append(B, "bob", [ev(4, "Bob's ferry to Crete")])
+    archive.append(OTHER_APP, "x", [ev(5, "ferry ferry ferry Naxos")])
+    hits = archive.search(A, "ferry to Naxos", exclude_session="now")
+    assert [(h.session, h.event_id) for h in hits] == [("trip", "e0"), ("trip", "e1")]
+    assert hits[0].score > hits[1].score > 0 and hits[0].role == "user"
+    assert {h.session for h in archive.search(A, "ferry")} == {"trip", "now"}
+    assert archive.search(A, "ferry", limit=1)[0].event_id in {"e0", "e1", "e3"}
+    assert archive.search(A, "   ") == [] and archive.search(A, '"') == []
+
+
+@pytest.mark.parametrize("query", ['ferry" OR "x', "NOT ferry", "ferry*", "scope:abc", "(ferry", "a:b:c", "😀 ferry"])
+def test_recall_takes_query_syntax_literally(archive: SqliteArchive, query: str) -> None:
+    archive.append(A, "trip", [ev(0, "the ferry")])
+    archive.append(B, "b", [ev(1, "the ferry")])
+    assert {h.session for h in archive.search(A, query)} <= {"trip"}
+
+
+def test_recall_matches_cjk_characters(archive: SqliteArchive) -> None:
+    archive.append(A, "cn", [ev(0, "我们下周去上海出差")])
+    archive.append(A, "en", [ev(1, "nothing relevant")])
+    assert [h.session for h in archive.search(A, "上海")] == ["cn"]
+
+
+def _job(n: int, key: UserKey = A, session: str = "s1", status: str = "queued") -> JobRecord:
+    return JobRecord(job_id=f"0-{n:032x}", status=status, app=key.app, user=key.user, session=session,  # type: ignore[arg-type]
+                     created_at=T0, upto=T0 + timedelta(seconds=n))
+
+
+def test_job_lifecycle_and_requeue(archive: SqliteArchive) -> None:
+    jobs = [archive.create_job(_job(i)) for i in range(1, 4)]
+    assert [j.seq for j in jobs] == [1, 2, 3]
+    assert archive.pending_upto(A, "s1") == T0 + timedelta(seconds=3)
+    running = archive.start_job(jobs[0].job_id)
+    assert running.status == "running" and running.attempts == 1 and running.started_at is not None
+    done = archive.finish_job(running.model_copy(update={
+        "status": "done", "operations": [{"index": 0, "status": "applied"}], "errors": ["x"],
+        "counts": {"applied": 1}, "cursor": T0}))
+    assert (done.status, done.operations, done.errors, done.counts, done.cursor) == (
+        "done", [{"index": 0, "status": "applied"}], ["x"], {"applied": 1}, T0)
+    assert done.finished and done.finished_at is not None
+    archive.start_job(jobs[1].job_id)  # the shard dies here: job 2 running, job 3 queued
+    again = archive.requeue_unfinished()
+    assert [(j.job_id, j.status, j.attempts) for j in again] == [(jobs[1].job_id, "queued", 1),
+                                                                 (jobs[2].job_id, "queued", 0)]
+    assert [j.seq for j in archive.session_jobs(A, "s1")] == [1, 2, 3]
+    assert archive.job_counts() == {"done": 1, "queued": 2}
+    with pytest.raises(NotFoundError):
+        archive.job("0-" + "f" * 32)
+
+
+def test_prune_keeps_unfinished_jobs(archive: SqliteArchive) -> None:
+    archive.create_job(_job(1, status="done"))
+    archive.create_job(_job(2, status="skipped"))
+    archive.create_job(_job(3))
+    assert archive.prune_jobs(older_than_s=3600) == 2  # created at T0, long ago
+    assert archive.job_counts() == {"queued": 1}
+
+
+def test_access_times(archive: SqliteArchive) -> None:
+    archive.touch(A, ["m1", "m2"], at=100.0)
+    archive.touch(A, ["m1"], at=50.0)  # never backwards
+    archive.touch(B, ["m1"], at=200.0)
+    assert archive.last_access(A) == {"m1": 100.0, "m2": 100.0}
+    archive.forget_access(A, ["m1"])
+    assert archive.last_access(A) == {"m2": 100.0}

@@ -1,0 +1,99 @@
+"""TTL expiry per app (with optional refresh on access) and job pruning."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from actors.shard import ShardCore
+from memcore.errors import NotFoundError
+from memcore.model import UserKey
+from memcore.settings import Settings
+from tests.auto_memory import turns
+
+SHORT = UserKey(app="short-lived", user="alice")
+KEEP = UserKey(app="forever", user="alice")
+
+
+def _core(tmp_path: Path, embedder: Any, **ttl: Any) -> ShardCore:
+    settings = Settings(data_dir=tmp_path, shards=1, embedder={"kind": "hashing", "dim": 256},
+                        ttl={"apps": {"short-lived": 60.0}, **ttl})
+    return ShardCore(settings, 0, embedder, start_workers=False)
+
+
+@pytest.fixture
+def core(tmp_path: Path, hashing_embedder: Any) -> Iterator[ShardCore]:
+    c = _core(tmp_path, hashing_embedder)
+    yield c
+    c.close()
+
+
+def test_expired_entries_of_ttl_apps_are_removed(core: ShardCore) -> None:
+    old = core.add(SHORT, {"text": "a short-lived note"}).value
+    kept = core.add(KEEP, {"text": "a note of an app without TTL"}).value
+    assert core.maintenance.expire(now=time.time() + 30) == 0  # not yet
+    swept = core.maintenance.run_once(now=time.time() + 61)
+    assert swept["expired"] == 1
+    with pytest.raises(NotFoundError):
+        core.get(SHORT, old.id)
+    assert core.service.vectors.get(SHORT, [old.id]) == []  # removed for good, no tombstone
+    assert core.get(KEEP, kept.id).id == kept.id
+    assert core.search(SHORT, {"query": "short-lived note", "hybrid": True}) == []
+
+
+def test_a_rewrite_restarts_the_clock(core: ShardCore) -> None:
+    entry = core.add(SHORT, {"text": "refreshed by a write"}).value
+    time.sleep(0.05)
+    again = core.add(SHORT, {"text": "refreshed by a write"}).value  # idempotent re-add: updated_at moves
+    assert again.updated_at > entry.updated_at
+    cutoff = again.updated_at.timestamp() + 60 - 0.01  # expired by the first write, not by the second
+    assert core.maintenance.expire(now=cutoff) == 0
+    assert core.maintenance.expire(now=cutoff + 0.02) == 1
+
+
+def test_reads_count_only_with_refresh_on_access(tmp_path: Path, hashing_embedder: Any) -> None:
+    core = _core(tmp_path, hashing_embedder, refresh_on_access=True)
+    try:
+        read = core.add(SHORT, {"text": "read again later"}).value
+        unread = core.add(SHORT, {"text": "never read again"}).value
+        core.get(SHORT, read.id)
+        assert set(core.archive.last_access(SHORT)) == {read.id}
+        core.archive.touch(SHORT, [read.id], at=time.time() + 100)  # a read 100 s from now
+        assert core.maintenance.expire(now=time.time() + 120) == 1
+        assert core.get(SHORT, read.id).id == read.id
+        with pytest.raises(NotFoundError):
+            core.get(SHORT, unread.id)
+        assert core.maintenance.expire(now=time.time() + 200) == 1  # the read's lifetime ends too
+        assert core.archive.last_access(SHORT) == {}
+        core.read(KEEP)
+        core.add(KEEP, {"text": "no ttl app"})
+        core.read(KEEP)
+        assert core.archive.last_access(KEEP) == {}  # only apps with a TTL record reads
+    finally:
+        core.close()
+
+
+def test_reads_do_not_refresh_by_default(core: ShardCore) -> None:
+    entry = core.add(SHORT, {"text": "read but not refreshed"}).value
+    core.get(SHORT, entry.id)
+    assert core.archive.last_access(SHORT) == {}
+
+
+def test_finished_jobs_are_pruned(tmp_path: Path, hashing_embedder: Any) -> None:
+    settings = Settings(data_dir=tmp_path, shards=1, embedder={"kind": "hashing", "dim": 256},
+                        extractor={"job_retention_s": 0.01})
+    core = ShardCore(settings, 0, hashing_embedder, start_workers=False)
+    try:
+        skipped = core.ingest(KEEP, "s", [])
+        queued = core.ingest(KEEP, "s", turns(1))
+        time.sleep(0.05)
+        assert core.maintenance.run_once()["pruned_jobs"] == 1
+        with pytest.raises(NotFoundError):
+            core.job(skipped.job_id)
+        assert core.job(queued.job_id).status == "queued"  # unfinished jobs are kept
+    finally:
+        core.close()
