@@ -81,10 +81,11 @@ class ShardCore:
         """Rebuild the keyword index if an interrupted write left it stale; returns docs indexed or None."""
         owned = factory.owned_entries_count(self.service, self.settings, self.shard)
         indexed = self.service.keywords.count()
-        if not self._dirty.exists() and owned == indexed:
+        staged = self.service.keywords.needs_rebuild
+        if not self._dirty.exists() and not staged and owned == indexed:
             return None
-        log.warning("shard %d: rebuilding keyword index (dirty=%s, vectors=%d, keywords=%d)",
-                    self.shard, self._dirty.exists(), owned, indexed)
+        log.warning("shard %d: rebuilding keyword index (dirty=%s, staged=%s, vectors=%d, keywords=%d)",
+                    self.shard, self._dirty.exists(), staged, owned, indexed)
         entries = (
             e
             for e in self.service.vectors.scroll(None, include_deleted=False)

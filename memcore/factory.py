@@ -1,7 +1,17 @@
-"""Build stores, embedders and services from :class:`memcore.settings.Settings`."""
+"""Build stores, embedders and services from :class:`memcore.settings.Settings`.
+
+Generations (re-extraction writes a new one, then reads switch to it): generation 1 is the
+shard directory itself (``shard_dir/{vectors,keywords}``); generation N >= 2 lives in
+``shard_dir/gen-000N/{vectors,keywords}``. The file ``shard_dir/current`` names the generation a
+shard serves (missing: 1); :func:`set_current_generation` replaces it atomically (temp file,
+fsync, ``os.replace``). With the Qdrant server backend generation N >= 2 is the collection
+``<collection>_gN`` (the keyword index stays per shard directory).
+"""
 
 from __future__ import annotations
 
+import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -30,11 +40,66 @@ def build_embedder(cfg: EmbedderSettings) -> Embedder:
     return _build(cfg.kind, **options)
 
 
+CURRENT_FILE = "current"
+_GEN_DIR = re.compile(r"^gen-(\d{4,})$")
+
+
 def shard_dir(settings: Settings, shard: int) -> Path:
     return Path(settings.data_dir) / "shards" / f"{shard:04d}"
 
 
-def build_vector_store(settings: Settings, shard: int, dim: int) -> VectorStore:
+def generation_dir(settings: Settings, shard: int, generation: int = 1) -> Path:
+    """Where generation ``generation`` of shard ``shard`` keeps its vectors and keywords."""
+    if generation < 1:
+        raise ValueError("generations are numbered from 1")
+    base = shard_dir(settings, shard)
+    return base if generation == 1 else base / f"gen-{generation:04d}"
+
+
+def generation_collection(collection: str, generation: int = 1) -> str:
+    """The Qdrant server collection of a generation (generation 1 keeps the configured name)."""
+    return collection if generation == 1 else f"{collection}_g{generation}"
+
+
+def current_generation(settings: Settings, shard: int) -> int:
+    """The generation shard ``shard`` serves (the ``current`` pointer file; 1 when there is none)."""
+    path = shard_dir(settings, shard) / CURRENT_FILE
+    try:
+        text = path.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        return 1
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError(f"{path} holds {text!r}, not a generation number")
+    return int(text)
+
+
+def set_current_generation(settings: Settings, shard: int, generation: int) -> None:
+    """Point shard ``shard`` at ``generation`` in one atomic, durable step."""
+    base = shard_dir(settings, shard)
+    base.mkdir(parents=True, exist_ok=True)
+    tmp = base / f".{CURRENT_FILE}.{os.getpid()}.tmp"
+    with tmp.open("w", encoding="utf-8") as fh:
+        fh.write(f"{generation}\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, base / CURRENT_FILE)
+    fd = os.open(base, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def generations_on_disk(settings: Settings, shard: int) -> list[int]:
+    """Generations with a directory under the shard (1 when its legacy stores exist), ascending."""
+    base = shard_dir(settings, shard)
+    found = {1} if (base / "vectors").exists() or (base / "keywords").exists() else set()
+    if base.is_dir():
+        found |= {int(m.group(1)) for p in base.iterdir() if p.is_dir() and (m := _GEN_DIR.match(p.name))}
+    return sorted(found)
+
+
+def build_vector_store(settings: Settings, shard: int, dim: int, generation: int = 1) -> VectorStore:
     vs = settings.vector_store
     if vs.backend == "server":
         from memcore.stores.qdrant import QdrantServerStore
@@ -45,32 +110,35 @@ def build_vector_store(settings: Settings, shard: int, dim: int) -> VectorStore:
             url=vs.url,
             api_key=vs.api_key.get_secret_value() if vs.api_key else None,
             https=vs.https,
-            collection=vs.collection,
+            collection=generation_collection(vs.collection, generation),
             dim=dim,
         )
     from memcore.stores.qdrant_edge import QdrantEdgeStore
 
-    path = shard_dir(settings, shard) / "vectors"
+    path = generation_dir(settings, shard, generation) / "vectors"
     path.mkdir(parents=True, exist_ok=True)
     return QdrantEdgeStore(path, dim)
 
 
-def build_keyword_index(settings: Settings, shard: int) -> KeywordIndex:
+def build_keyword_index(settings: Settings, shard: int, generation: int = 1) -> KeywordIndex:
     from memcore.stores.tantivy_index import TantivyIndex
 
-    path = shard_dir(settings, shard) / "keywords"
+    path = generation_dir(settings, shard, generation) / "keywords"
     path.mkdir(parents=True, exist_ok=True)
-    return TantivyIndex(path)
+    return TantivyIndex(path, commit_interval_s=settings.keywords.commit_interval_s)
 
 
-def build_service(settings: Settings, shard: int, embedder: Embedder | None = None) -> MemoryService:
+def build_service(
+    settings: Settings, shard: int, embedder: Embedder | None = None, *, generation: int = 1
+) -> MemoryService:
     emb = embedder if embedder is not None else build_embedder(settings.embedder)
-    return MemoryService(
-        build_vector_store(settings, shard, emb.dim),
-        build_keyword_index(settings, shard),
-        emb,
-        settings.service,
-    )
+    vectors = build_vector_store(settings, shard, emb.dim, generation)
+    try:
+        keywords = build_keyword_index(settings, shard, generation)
+    except BaseException:
+        vectors.close()
+        raise
+    return MemoryService(vectors, keywords, emb, settings.service)
 
 
 def owned_entries_count(service: MemoryService, settings: Settings, shard: int) -> int:

@@ -79,6 +79,9 @@ class VectorStore(Protocol):
 class KeywordIndex(Protocol):
     """BM25 over text and topics of active entries; derived, rebuildable from the vector store."""
 
+    needs_rebuild: bool
+    """True when the index was opened after a crash that lost staged writes."""
+
     def upsert(self, entries: Sequence[Entry]) -> None:
         """Index entries (replacing by id); tombstoned entries are removed instead."""
         ...

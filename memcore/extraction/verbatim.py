@@ -65,6 +65,8 @@ def split_text(text: str, max_bytes: int) -> list[str]:
 class VerbatimExtractor:
     """Stores the delta verbatim as episode entries; ignores existing entries."""
 
+    uses_existing = False
+
     def __init__(
         self,
         granularity: Granularity = "turn",

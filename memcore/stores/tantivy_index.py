@@ -17,8 +17,13 @@ and CJK bigrams (a lone CJK character stays a unigram), which become SHOULD term
 ``C++``, ``foo:``, ``"x``, ``AND OR NOT`` or emoji cannot raise. Scope and filters are
 constant-score (zero) MUST clauses, so the score is plain BM25 over the text fields.
 
-One writer is kept open (single writer thread); every write call commits and swaps in a
-fresh searcher, which concurrent readers pick up atomically.
+One writer is kept open (single writer thread). With ``commit_interval_s == 0`` every write
+call commits and swaps in a fresh searcher, which concurrent readers pick up atomically.
+With ``commit_interval_s > 0`` writes are staged and committed by a background thread within
+that interval, or by the next search/count (read-your-writes), so a burst of writes shares
+one commit. While writes are staged a ``.staged`` marker file exists in the index directory;
+an index opened with the marker present reports ``needs_rebuild`` (the owner rebuilds it from
+the vector store, which is the source of truth).
 """
 
 from __future__ import annotations
@@ -54,6 +59,7 @@ _MAX_TERMS = 64  # per script; bounds the cost of very long queries
 _MAX_QUERY_CHARS = 4096
 _MAX_TOKEN_BYTES = 64
 _TANTIVY_ERRORS = (ValueError, OSError, RuntimeError)
+STAGED_MARKER = ".staged"
 
 
 def _en_analyzer() -> tantivy.TextAnalyzer:
@@ -122,8 +128,13 @@ class TantivyIndex:
         *,
         heap_size: int = 50_000_000,
         num_threads: int = 1,
+        commit_interval_s: float = 0.0,
     ) -> None:
         self._schema = _schema()
+        self._interval = max(0.0, commit_interval_s)
+        self._pending = False
+        self._marker = self._path_marker(path)
+        self.needs_rebuild = self._marker is not None and self._marker.exists()
         self._en = _en_analyzer()
         self._path = Path(path) if path is not None else None
         self._index = self._open()
@@ -136,6 +147,35 @@ class TantivyIndex:
         except ValueError as exc:  # LockBusy: another writer holds this directory
             raise StoreError(f"cannot open a writer on keyword index {self._path}: {exc}", field="path") from exc
         self._searcher: tantivy.Searcher | None = self._index.searcher()
+        self._closed = threading.Event()
+        if self._interval > 0:
+            threading.Thread(target=self._commit_loop, name="tantivy-commit", daemon=True).start()
+
+    @staticmethod
+    def _path_marker(path: str | Path | None) -> Path | None:
+        return Path(path) / STAGED_MARKER if path is not None else None
+
+    def _commit_loop(self) -> None:
+        while not self._closed.wait(self._interval):
+            try:
+                self.commit()
+            except StoreError:
+                log.exception("background keyword commit failed")
+
+    def commit(self) -> None:
+        """Make staged writes searchable (deferred mode); a no-op when nothing is staged."""
+        with self._lock:
+            if not self._pending or self._writer is None:
+                return
+            try:
+                self._writer.commit()
+                self._index.reload()
+                self._searcher = self._index.searcher()
+            except _TANTIVY_ERRORS as exc:
+                raise StoreError(f"keyword index commit failed: {exc}") from exc
+            self._pending = False
+            if self._marker is not None:
+                self._marker.unlink(missing_ok=True)
 
     def _open(self) -> tantivy.Index:
         if self._path is None:
@@ -180,11 +220,19 @@ class TantivyIndex:
             if self._writer is None:
                 raise StoreError("keyword index is closed")
             writer = self._writer
+            if self._interval > 0 and not self._pending and self._marker is not None:
+                self._marker.touch()  # staged but uncommitted: a crash now means "rebuild me"
             try:
                 yield writer
-                writer.commit()
-                self._index.reload()
-                self._searcher = self._index.searcher()
+                if self._interval > 0 and what != "rebuild":
+                    self._pending = True
+                else:
+                    writer.commit()
+                    self._index.reload()
+                    self._searcher = self._index.searcher()
+                    self._pending = False
+                    if self._marker is not None:
+                        self._marker.unlink(missing_ok=True)
             except BaseException as exc:
                 try:
                     writer.rollback()
@@ -261,7 +309,11 @@ class TantivyIndex:
         time_from: datetime | None = None,
         time_to: datetime | None = None,
     ) -> list[tuple[str, float]]:
-        """(entry id, BM25 score) of ``key``'s documents, best first. Odd query text never raises."""
+        """(entry id, BM25 score) of ``key``'s documents, best first. Odd query text never raises.
+
+        In deferred mode staged writes are committed first (read-your-writes)."""
+        if self._pending:
+            self.commit()
         searcher = self._searcher
         if searcher is None:
             raise StoreError("keyword index is closed")
@@ -295,13 +347,20 @@ class TantivyIndex:
 
     def count(self) -> int:
         """Number of indexed documents."""
+        if self._pending:
+            self.commit()
         searcher = self._searcher
         if searcher is None:
             raise StoreError("keyword index is closed")
         return int(searcher.num_docs)
 
     def close(self) -> None:
-        """Wait for merges and release the writer (and its directory lock). Idempotent."""
+        """Commit staged writes, wait for merges and release the writer (and its lock). Idempotent."""
+        self._closed.set()
+        try:
+            self.commit()
+        except StoreError:
+            log.exception("keyword index: final commit failed; the index will be rebuilt")
         with self._lock:
             writer, self._writer = self._writer, None
             self._searcher = None

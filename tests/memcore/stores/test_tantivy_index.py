@@ -334,3 +334,58 @@ def test_index_with_another_schema_is_recreated_empty(tmp_path: Path) -> None:
         assert ids(idx.search(ALICE, "tea", limit=10)) == ["a"]
     finally:
         idx.close()
+
+
+# ------------------------------------------------------------------ deferred commits
+def test_deferred_commit_is_read_your_writes(tmp_path: Path) -> None:
+    idx = TantivyIndex(tmp_path / "kw", commit_interval_s=30.0)
+    try:
+        idx.upsert([entry("d1", "deferred commits batch writes")])
+        assert (tmp_path / "kw" / ".staged").exists()  # staged, not yet committed
+        assert [i for i, _ in idx.search(ALICE, "deferred", limit=5)] == ["d1"]  # the search commits first
+        assert not (tmp_path / "kw" / ".staged").exists()
+        idx.delete(["d1"])
+        assert idx.count() == 0
+    finally:
+        idx.close()
+
+
+def test_deferred_commit_happens_in_the_background(tmp_path: Path) -> None:
+    import time
+
+    idx = TantivyIndex(tmp_path / "kw", commit_interval_s=0.05)
+    try:
+        idx.upsert([entry("b1", "background commit")])
+        deadline = time.monotonic() + 5
+        while (tmp_path / "kw" / ".staged").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not (tmp_path / "kw" / ".staged").exists()
+    finally:
+        idx.close()
+    again = TantivyIndex(tmp_path / "kw")
+    try:
+        assert again.count() == 1 and not again.needs_rebuild
+    finally:
+        again.close()
+
+
+def test_crash_with_staged_writes_asks_for_a_rebuild(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import os, sys; from datetime import datetime, UTC\n"
+        "from memcore.model import Entry\n"
+        "from memcore.stores.tantivy_index import TantivyIndex\n"
+        "idx = TantivyIndex(sys.argv[1], commit_interval_s=60)\n"
+        "now = datetime.now(UTC)\n"
+        "idx.upsert([Entry(id='x', app='app', user='alice', text='lost in a crash', created_at=now, updated_at=now)])\n"
+        "os._exit(0)\n"
+    )
+    subprocess.run([sys.executable, "-c", code, str(tmp_path / "kw")], check=True, cwd=Path(__file__).parents[3])
+    idx = TantivyIndex(tmp_path / "kw")
+    try:
+        assert idx.needs_rebuild
+        assert idx.count() == 0
+    finally:
+        idx.close()
