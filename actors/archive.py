@@ -218,6 +218,27 @@ class SqliteArchive:
         return [r[0] for r in self._query(
             "SELECT session FROM sessions WHERE app = ? AND user = ? ORDER BY session", (key.app, key.user))]
 
+    def sessions_in_order(self, key: UserKey) -> list[str]:
+        """``key``'s sessions that hold archived turns, by their first turn's time (then id)."""
+        return [r[0] for r in self._query(
+            "SELECT session, min(ts_us) AS first FROM events WHERE app = ? AND user = ?"
+            " GROUP BY session ORDER BY first, session", (key.app, key.user))]
+
+    def users(self, apps: Sequence[str] = (), users: Sequence[str] = ()) -> list[UserKey]:
+        """Every (app, user) with an archived session, optionally only of ``apps`` / named ``users``."""
+        sql = "SELECT DISTINCT app, user FROM sessions"
+        where: list[str] = []
+        args: list[Any] = []
+        if apps:
+            where.append(f"app IN ({', '.join('?' * len(apps))})")
+            args += list(apps)
+        if users:
+            where.append(f"user IN ({', '.join('?' * len(users))})")
+            args += list(users)
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        return [UserKey(app=a, user=u) for a, u in self._query(sql + " ORDER BY app, user", args)]
+
     def has_external_context(self, key: UserKey, session: str) -> bool:
         rows = self._query("SELECT external_context FROM sessions WHERE app = ? AND user = ? AND session = ?",
                            (key.app, key.user, session))

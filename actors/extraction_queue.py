@@ -144,20 +144,23 @@ class _TimedEpisodes:
 
 
 class _TurnService:
-    """The shard's service for one job: the first write takes the user's write turn (held by ``stack``)."""
+    """The shard's service for one job: the first write takes the user's write turn (held by ``stack``).
 
-    def __init__(self, service: MemoryService, acquire: Callable[[], None]) -> None:
+    The service is looked up at each call (after the turn is taken, for writes), so a job that
+    straddles a generation switch writes into the generation that is current when it writes.
+    """
+
+    def __init__(self, service: Callable[[], MemoryService], acquire: Callable[[], None]) -> None:
         self._service = service
         self._acquire = acquire
 
     def __getattr__(self, name: str) -> Any:
-        attr = getattr(self._service, name)
         if name not in _WRITES:
-            return attr
+            return getattr(self._service(), name)
 
         def write(*args: Any, **kwargs: Any) -> Any:
             self._acquire()
-            return attr(*args, **kwargs)
+            return getattr(self._service(), name)(*args, **kwargs)
 
         return write
 
@@ -316,7 +319,7 @@ class ExtractionJobs:
         deadline = _Deadline(self.timeout_s)
         try:
             report = run_extraction(
-                cast(MemoryService, _TurnService(self.service, acquire)), key, todo,
+                cast(MemoryService, _TurnService(lambda: self.service, acquire)), key, todo,
                 _TimedExtractor(self.extractor, deadline), policy=self.policy,
                 episodes=_TimedEpisodes(self.episodes, deadline) if self.episodes is not None else None,
                 enabled=self.enabled, now=cursor_of(todo),

@@ -24,7 +24,8 @@ from memcore.model import UserKey
 from memcore.ports import Embedder
 from memcore.settings import Settings
 
-READ_METHODS = frozenset({"get", "read", "search", "preload", "ping", "status", "count", "job", "recall"})
+READ_METHODS = frozenset({"get", "read", "search", "preload", "ping", "status", "count", "job", "recall",
+                          "embedder_info", "generation_info", "export", "export_users"})
 
 
 def actor_name(shard: int) -> str:

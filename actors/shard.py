@@ -9,7 +9,11 @@
   threads in per-user order (:mod:`actors.extraction_queue`); ``job`` and ``recall`` read the
   shard's SQLite archive (:mod:`actors.archive`); jobs left unfinished by a dead shard are
   re-queued on start;
-- a maintenance thread expires memories of apps with a TTL (:mod:`actors.maintenance`).
+- a maintenance thread expires memories of apps with a TTL (:mod:`actors.maintenance`);
+- bulk writes of the backfill job (``backfill``: archive + entries with precomputed vectors +
+  session cursors, in the user's FIFO) and the generations of re-extraction
+  (:mod:`actors.generations`): the service it serves from is swapped in one step while
+  every write is held at the writes gate (``_freeze``).
 """
 
 from __future__ import annotations
@@ -23,16 +27,20 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+import numpy as np
+
 from actors.archive import JobRecord, RecallHit, SqliteArchive
-from actors.extraction_queue import ExtractionJobs
+from actors.extraction_queue import ExtractionJobs, check_session
+from actors.generations import Generations
 from actors.maintenance import Maintenance
 from actors.queues import Ticket, UserQueues
 from memcore import factory, preload, tools
 from memcore.errors import ValidationError
-from memcore.ids import shard_of
-from memcore.model import Entry, InjectionMode, PreloadResult, SearchHit, SearchOptions, UserKey
-from memcore.ports import Embedder, Extractor
-from memcore.service import MemoryService
+from memcore.extraction.events import cursor_of, parse_events
+from memcore.ids import memory_id, shard_of
+from memcore.model import Entry, InjectionMode, Memory, PreloadResult, SearchHit, SearchOptions, UserKey
+from memcore.ports import Embedder, Extractor, Vectors
+from memcore.service import MemoryService, validate
 from memcore.settings import Settings
 from memcore.tools import ToolMode
 
@@ -64,10 +72,12 @@ class ShardCore:
         self.settings = settings
         self.shard = shard
         self.started_at = time.time()
-        self.service: MemoryService = factory.build_service(settings, shard, embedder)
+        generation = factory.current_generation(settings, shard)
+        self.service: MemoryService = factory.build_service(settings, shard, embedder, generation=generation)
         self._dirty = factory.shard_dir(settings, shard) / "keywords.dirty"
         self._writers = 0
-        self._dirty_lock = threading.Lock()
+        self._frozen = False
+        self._gate = threading.Condition()
         self._queues = UserQueues()
         self.rebuilt = self._recover()
         self.archive = SqliteArchive(factory.shard_dir(settings, shard) / "archive.sqlite3")
@@ -75,6 +85,8 @@ class ShardCore:
                                    extractor=extractor, start=start_workers)
         self.maintenance = Maintenance(self.service, self.archive, settings, shard, self._writing,
                                        start=start_workers)
+        self.generations = Generations(settings, shard, self.archive, lambda: self.service, self._serve,
+                                       self._freeze, generation)
 
     # ------------------------------------------------------------ lifecycle
     def _recover(self) -> int | None:
@@ -107,11 +119,13 @@ class ShardCore:
             "started_at": self.started_at,
             "extraction": self.jobs.status(),
             "maintenance": self.maintenance.last,
+            "generation": self.generations.current,
         }
 
     def close(self) -> None:
         self.maintenance.close()
         self.jobs.close()
+        self.generations.close()
         self.archive.close()
         self.service.vectors.close()
         self.service.keywords.close()
@@ -119,19 +133,43 @@ class ShardCore:
     # --------------------------------------------------------------- writes
     @contextmanager
     def _writing(self, key: UserKey) -> Iterator[int]:
-        """The user's write turn, with the keyword index marked dirty while any write is under way."""
+        """The user's write turn, then the writes gate (closed while a generation switch runs),
+        with the keyword index marked dirty while any write is under way."""
         with self._queues.turn(key) as seq:
-            with self._dirty_lock:
+            with self._gate:
+                while self._frozen:
+                    self._gate.wait()
                 self._writers += 1
                 if self._writers == 1:
                     self._dirty.touch()
             try:
                 yield seq
             finally:
-                with self._dirty_lock:
+                with self._gate:
                     self._writers -= 1
                     if self._writers == 0:
                         self._dirty.unlink(missing_ok=True)
+                        self._gate.notify_all()
+
+    @contextmanager
+    def _freeze(self) -> Iterator[None]:
+        """Close the writes gate and wait until no write is under way (writes in line keep their places)."""
+        with self._gate:
+            while self._frozen:
+                self._gate.wait()
+            self._frozen = True
+            while self._writers:
+                self._gate.wait()
+        try:
+            yield
+        finally:
+            with self._gate:
+                self._frozen = False
+                self._gate.notify_all()
+
+    def _serve(self, service: MemoryService) -> None:
+        """Serve from ``service`` (called with the writes gate closed)."""
+        self.service = self.jobs.service = self.maintenance.service = service
 
     def _write(self, key: UserKey, fn: Callable[[], T]) -> Ack:
         with self._writing(key) as seq:
@@ -140,8 +178,44 @@ class ShardCore:
     def add(self, key: UserKey, memory: dict[str, Any]) -> Ack:
         return self._write(key, lambda: self.service.add(key, memory))
 
-    def add_many(self, key: UserKey, memories: list[dict[str, Any]]) -> Ack:
-        return self._write(key, lambda: self.service.add_many(key, memories))
+    def add_many(self, key: UserKey, memories: list[dict[str, Any]], vectors: Vectors | None = None) -> Ack:
+        return self._write(key, lambda: self.service.add_many(key, memories, vectors=vectors))
+
+    def backfill(
+        self, key: UserKey, sessions: list[tuple[str, list[dict[str, Any]]]], memories: list[dict[str, Any]],
+        vectors: Vectors | None = None,
+    ) -> Ack:
+        """One bulk write of archived sessions, in the user's FIFO: archive their turns (idempotent), add
+        their entries (``vectors`` precomputed, one row per memory) and move each session's cursor to its
+        last event, so a later live ingest of the session only extracts what is new.
+
+        Everything is validated before anything is written. Idempotent: an entry already stored with
+        the same id (same content) and a superset of the provenance is left as it is — a re-run neither
+        duplicates nor rewrites, and does not bring back an entry the user deleted since.
+        """
+        parsed = [(check_session(s), parse_events(events)) for s, events in sessions]
+        mems = [validate(Memory, m, prefix=f"memories.{i}.") for i, m in enumerate(memories)]
+        if vectors is not None and len(vectors) != len(mems):
+            raise ValidationError("one vector per memory is required", field="vectors")
+
+        def run() -> dict[str, int]:
+            new_events = sum(self.archive.append(key, s, events) for s, events in parsed)
+            ids = [memory_id(key, m) for m in mems]
+            existing = {e.id: e for e in self.service.vectors.get(key, list(dict.fromkeys(ids)))}
+            todo = [i for i, (mid, m) in enumerate(zip(ids, mems, strict=True))
+                    if mid not in existing or not set(m.provenance) <= set(existing[mid].provenance)]
+            if todo:
+                self.service.add_many(key, [mems[i] for i in todo],
+                                      vectors=None if vectors is None else np.asarray(vectors, dtype=np.float32)[todo])
+            for s, events in parsed:
+                cursor = cursor_of(events)
+                if cursor is not None:
+                    self.archive.set_last_extract_at(key, s, cursor)
+            distinct = set(ids)
+            return {"sessions": len(parsed), "events_new": new_events, "entries": len(distinct),
+                    "entries_new": len(distinct - existing.keys()), "entries_unchanged": len(mems) - len(todo)}
+
+        return self._write(key, run)
 
     def update(self, key: UserKey, entry_id: str, memory: dict[str, Any]) -> Ack:
         return self._write(key, lambda: self.service.update(key, entry_id, memory))
@@ -157,6 +231,26 @@ class ShardCore:
         if name in (tools.SEARCH, tools.LOAD):
             return tools.execute(self.service, key, name, arguments, enabled=enabled)
         return self._write(key, lambda: tools.execute(self.service, key, name, arguments, enabled=enabled))
+
+    # --------------------------------------------------------------- backups
+    def restore(self, key: UserKey, entries: list[Any]) -> Ack:
+        """Write backed-up entries of ``key`` as they are (:meth:`MemoryService.restore`), in the user's FIFO."""
+        for i, e in enumerate(entries):
+            app, user = (e.app, e.user) if isinstance(e, Entry) else (e.get("app"), e.get("user"))
+            if (app, user) != (key.app, key.user):
+                raise ValidationError(f"entry {i} belongs to another app or user", field=f"entries.{i}.user")
+        return self._write(key, lambda: self.service.restore(entries))
+
+    def export_users(self, app: str) -> list[str]:
+        """The users of ``app`` this shard owns (with at least one entry, tombstones count), sorted."""
+        users = self.service.users(app)
+        if self.settings.vector_store.backend == "edge":
+            return users
+        return [u for u in users if shard_of(UserKey(app=app, user=u), self.settings.shards) == self.shard]
+
+    def export(self, key: UserKey) -> list[Entry]:
+        """Every entry of ``key``, tombstones included, ordered by id (a backup; no TTL refresh)."""
+        return self.service.export(key.app, user=key.user)
 
     # ----------------------------------------------------------- auto memory
     def ingest(self, key: UserKey, session: str, events: list[dict[str, Any]]) -> JobRecord:
@@ -197,3 +291,26 @@ class ShardCore:
 
     def ping(self) -> int:
         return self.shard
+
+    def embedder_info(self) -> dict[str, Any]:
+        """The name and dimension of the embedder this shard's queries use (jobs check theirs against it)."""
+        return {"name": self.service.embedder.name, "dim": self.service.embedder.dim}
+
+    # ---------------------------------------------------------- generations
+    def generation_info(self) -> dict[str, Any]:
+        return self.generations.info()
+
+    def begin_generation(self, generation: int, apps: list[str], users: list[str]) -> dict[str, Any]:
+        return self.generations.begin(generation, apps, users)
+
+    def reextract_user(self, generation: int, key: UserKey, extractor: dict[str, Any]) -> dict[str, Any]:
+        return self.generations.reextract_user(generation, key, extractor)
+
+    def switch_generation(self, generation: int) -> dict[str, Any]:
+        return self.generations.switch(generation)
+
+    def abort_generation(self, generation: int) -> dict[str, Any]:
+        return self.generations.abort(generation)
+
+    def drop_generation(self, generation: int) -> dict[str, Any]:
+        return self.generations.drop(generation)

@@ -103,23 +103,26 @@ def load(svc: Any, mems: list, user_of: np.ndarray, vecs: np.ndarray, batch: int
             "load_average": load_average()}
 
 
-def search_modes(svc: Any, queries: list, qvecs: np.ndarray, modes: tuple, warmup: int) -> dict[str, Any]:
-    """p50/p99 per mode; "hybrid_e2e" also times the query embedding alone, interleaved (same conditions)."""
-    pool, out = svc.config.candidate_pool, {}
+def search_modes(svc: Any, queries: list, qvecs: np.ndarray, modes: tuple, warmup: int,
+                 extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """p50/p99 per mode, the modes interleaved query by query so that all of them see the same machine load.
+
+    "hybrid_e2e" comes with "query_embed" (the embedding alone); ``extra`` adds named callables of j.
+    """
+    pool = svc.config.candidate_pool if svc is not None else 0
     fns = {
         "vector": lambda j: svc.search(queries[j][1], {"query": queries[j][0], "hybrid": False}, query_vector=qvecs[j]),
         "keyword": lambda j: svc.keywords.search(queries[j][1], queries[j][0], limit=pool),
         "hybrid": lambda j: svc.search(queries[j][1], {"query": queries[j][0]}, query_vector=qvecs[j]),
-        "hybrid_e2e": lambda j: svc.search(queries[j][1], {"query": queries[j][0]}),
         "query_embed": lambda j: svc.embedder.embed_queries([queries[j][0]]),
+        "hybrid_e2e": lambda j: svc.search(queries[j][1], {"query": queries[j][0]}),
     }
-    for m in modes:
-        if m != "hybrid_e2e":
-            out[m] = percentiles(time_calls(fns[m], range(len(queries)), warmup=warmup))
-            continue
-        pairs = [(j, m2) for j in range(len(queries)) for m2 in ("query_embed", "hybrid_e2e")]
-        times = time_calls(lambda p: fns[p[1]](p[0]), pairs, warmup=warmup)
-        out["query_embed"], out[m] = percentiles(times[0::2]), percentiles(times[1::2])
+    wanted = set(modes) | ({"query_embed"} if "hybrid_e2e" in modes else set())
+    fns = {m: f for m, f in fns.items() if m in wanted} | (extra or {})
+    names = list(fns)
+    times = time_calls(lambda p: fns[p[1]](p[0]), [(j, m) for j in range(len(queries)) for m in names],
+                       warmup=warmup * len(names))
+    out: dict[str, Any] = {m: percentiles(times[i :: len(names)]) for i, m in enumerate(names)}
     out["load_average"] = load_average()
     return out
 
@@ -152,13 +155,11 @@ def breakdown(svc: Any, queries: list, qvecs: np.ndarray) -> dict[str, Any]:
             "profile": prof}
 
 
-def floor(vecs: np.ndarray, user_of: np.ndarray, uidx: list[int], qvecs: np.ndarray, k: int, warmup: int) -> dict:
+def floor_fns(vecs: np.ndarray, user_of: np.ndarray, uidx: list[int], qvecs: np.ndarray, k: int) -> dict:
     """Exact brute-force top-k (float32 matmul): over the user's rows (pre-grouped), or the full matrix masked."""
     groups = {u: np.ascontiguousarray(vecs[user_of == u]) for u in set(uidx)}
-    r = range(len(uidx))
-    return {"user_rows": percentiles(time_calls(lambda j: topk(groups[uidx[j]] @ qvecs[j], k), r, warmup=warmup)),
-            "full_scan": percentiles(time_calls(
-                lambda j: topk(np.where(user_of == uidx[j], vecs @ qvecs[j], -np.inf), k), r, warmup=warmup))}
+    return {"floor_user_rows": lambda j: topk(groups[uidx[j]] @ qvecs[j], k),
+            "floor_full_scan": lambda j: topk(np.where(user_of == uidx[j], vecs @ qvecs[j], -np.inf), k)}
 
 
 def add_single(svc: Any, texts: list[str], vecs: np.ndarray, users: int, seed: int) -> dict[str, Any]:
@@ -331,8 +332,8 @@ def main(argv: list[str] | None = None) -> int:
                                "median": float(np.median(counts[have])), "p99": float(np.percentile(counts[have], 99)),
                                "max": int(counts.max())}, "episodes": sum(m.get("kind") == "episode" for m in mems),
                                "distinct_texts": len(set(texts[:n]))}
-        res["floor"][str(n)] = floor(vecs, user_of, uq[args.warmup :], qvecs_all[args.warmup :], 10, args.warmup)
-        log(f"{n}: data {res['data'][str(n)]}; floor {res['floor'][str(n)]}")
+        ffns = floor_fns(vecs, user_of, uq[args.warmup :], qvecs_all[args.warmup :], 10)
+        log(f"{n}: data {res['data'][str(n)]}")
         for adapter in args.adapters:
             if adapter == "client_local" and n > args.client_max_size:
                 continue
@@ -342,15 +343,22 @@ def main(argv: list[str] | None = None) -> int:
                 svc = make_service(adapter, Path(tmp), embedder)
                 r: dict[str, Any] = {"load": load(svc, mems, user_of, vecs, args.add_batch)}
                 log(f"{adapter} {n}: load {r['load']}")
-                r["search"] = search_modes(svc, qs, qv, MODES if adapter == "edge" else MODES[:3], args.warmup)
+                edge = adapter == "edge"  # the floor is timed interleaved with the edge modes
+                modes, extra = (MODES, ffns) if edge else (MODES[:3], None)
+                r["search"] = search_modes(svc, qs, qv, modes, args.warmup, extra)
+                if edge:
+                    res["floor"][str(n)] = {k: r["search"].pop(f"floor_{k}") for k in ("user_rows", "full_scan")}
                 log(f"{adapter} {n}: " + ", ".join(f"{k} {pp(v)}" for k, v in r["search"].items() if "p50" in v))
-                if adapter == "edge":
+                if edge:
                     r["breakdown"] = breakdown(svc, qs, qv)
                     r["add_single"] = add_single(svc, texts[n : n + args.adds + 35], vecs, args.users, args.seed)
                     log(f"edge {n}: breakdown {r['breakdown']}; add (1) {r['add_single']}")
                 svc.vectors.close()
                 svc.keywords.close()
             res["adapters"].setdefault(adapter, {})[str(n)] = r
+        if str(n) not in res["floor"]:
+            fl = search_modes(None, queries[args.warmup :], qvecs_all[args.warmup :], (), args.warmup, ffns)
+            res["floor"][str(n)] = {k: fl[f"floor_{k}"] for k in ("user_rows", "full_scan")}
     res["targets"], res["load_average_end"] = evaluate(res), load_average()
     write_json(args.out, res)
     plot(res, args.out.with_suffix(".png"))

@@ -8,9 +8,10 @@ the turn ids in its provenance; sessions are ranked by first appearance among th
 - ``session_recall_all@k``: all evidence sessions are among the first k ranked sessions;
 - ``turn_recall_any@k`` / ``turn_recall_all@k``: one / every evidence turn is in the provenance
   of the first k results;
-- ``ndcg@10``: turn-level binary relevance: result i is relevant when its provenance holds an
-  evidence turn that no earlier result held (a second copy of the same turn earns nothing);
-  the ideal ranking puts min(|evidence|, 10) relevant results first; capped at 1;
+- ``ndcg@10``: turn-level relevance: every evidence turn is one relevant item; result i gains the
+  number of evidence turns its provenance holds that no earlier result held (a second copy of a
+  turn earns nothing), discounted by log2(i + 2); the ideal DCG is one evidence turn at each of
+  the first min(|evidence|, 10) ranks; the ratio is capped at 1 (a result may hold several);
 - ``tokens@10``: whitespace tokens of the (up to) 10 result texts together.
 
 Questions without a parsable evidence id are not scored. Categories 1-4 make ``overall``;
@@ -56,7 +57,7 @@ def ndcg(provenances: Sequence[Sequence[str]], evidence: Iterable[str], k: int =
     for rank, prov in enumerate(provenances[:k]):
         new = (set(prov) & ev) - seen
         if new:
-            dcg += 1.0 / math.log2(rank + 2)
+            dcg += len(new) / math.log2(rank + 2)
             seen |= new
     ideal = sum(1.0 / math.log2(r + 2) for r in range(min(len(ev), k)))
     return min(1.0, dcg / ideal)

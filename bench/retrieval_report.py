@@ -54,26 +54,52 @@ def category_rows(res: dict[str, Any]) -> list[list[str]]:
     return rows
 
 
+def _goal_line(name: str, o: dict[str, float], label: str) -> str:
+    parts = [f"{k.replace('session_recall_', 'session ').replace('turn_recall_', 'turn ')} {o[k]:.3f} "
+             f"({'>=' if o[k] >= v else '<'} {v})" for k, v in GOAL.items()]
+    return (f"- `{name}` ({label}): {', '.join(parts)}, tokens@10 {o['tokens@10']:.0f}: "
+            f"goal {'met' if goal_met(o) else 'not met'}")
+
+
+def idea_rows(report: dict[str, Any]) -> list[list[str]]:
+    results = report["configs"]
+    rows = []
+    for item in report.get("ideas", []):
+        a, b = results[item["with"]]["overall"], results[item["without"]]["overall"]
+        d = {k: a[k] - b[k] for k in ("session_recall_any@5", "session_recall_all@5", "turn_recall_all@10", "ndcg@10")}
+        dt = results[item["with"]]["latency_ms"]["p50"] - results[item["without"]]["latency_ms"]["p50"]
+        rows.append([item["idea"], f"`{item['with']}` vs `{item['without']}`",
+                     *(f"{v:+.3f}" for v in d.values()), f"{a['tokens@10'] - b['tokens@10']:+.0f}", f"{dt:+.1f}"])
+    return rows
+
+
 def markdown(report: dict[str, Any], names: Sequence[str]) -> str:
     results = report["configs"]
-    best, default = report["best"], report["default"]
+    best, default, best_any = report["best"], report["default"], report.get("best_unbudgeted", report["best"])
+    m = report["machine"]
     lines = [
         "# LoCoMo retrieval benchmark",
         "",
         f"`python bench/retrieval.py` on `{Path(report['data']['file']).name}` "
-        f"({report['data']['conversations']} conversations; {report['machine']['cpu']}, "
-        f"{report['machine']['cpu_count']} cores, load {report['machine']['load_average']}). "
-        "One search per question (question text only), top 10; recall through entry provenance; "
-        "categories 1-4 overall (category 5, adversarial, below). Latency = query embedding + search, in-process.",
+        f"({report['data']['conversations']} conversations, {report['data'].get('questions', '?')} questions; "
+        f"{m['cpu']}, {m['cpu_count']} cores, load average {m['load_average']} at the end, shared machine). "
+        "One search per question (question text only), top 10; recall through entry provenance "
+        "(scoring as in ARCHITECTURE.md, `bench/recall.py`); categories 1-4 overall, category 5 (adversarial) "
+        "apart. Latency = query embedding + search + result shaping, in-process, one query at a time.",
         "",
         "## All configurations (categories 1-4)",
         "",
         *md_table(["config", *(h for h, _ in OVERALL_COLS), "tokens@10", "p50 ms", "p99 ms", "what"],
                   overall_rows(results, names)),
         "",
-        f"Goal: session any@5 >= {GOAL['session_recall_any@5']} and turn_all@10 >= {GOAL['turn_recall_all@10']}. "
-        f"Default `{default}`: {'met' if goal_met(results[default]['overall']) else 'not met'}; "
-        f"best `{best}`: {'met' if goal_met(results[best]['overall']) else 'not met'}.",
+        f"## Goal (session any@5 >= {GOAL['session_recall_any@5']}, turn all@10 >= {GOAL['turn_recall_all@10']})",
+        "",
+        _goal_line(default, results[default]["overall"], "default"),
+        _goal_line(best, results[best]["overall"], f"best within {report.get('budget_tokens', 0):.0f} tokens@10"),
+    ]
+    if best_any != best:
+        lines.append(_goal_line(best_any, results[best_any]["overall"], "best at any context cost"))
+    lines += [
         "",
         "Peers (same file and scoring, all-MiniLM-L6-v2, from ARCHITECTURE.md):",
         "",
@@ -81,12 +107,17 @@ def markdown(report: dict[str, Any], names: Sequence[str]) -> str:
                   [[k, *(f"{x:g}" for x in v)] for k, v in PEERS.items()]),
         "",
     ]
-    for title, name in (("Default", default), ("Best", best)):
+    ideas = idea_rows(report)
+    if ideas:
+        lines += ["## What each idea did (differences, categories 1-4)", "",
+                  *md_table(["idea", "compared", "any@5", "all@5", "turn_all@10", "ndcg@10", "tokens@10", "p50 ms"],
+                            ideas), ""]
+    shown = list(dict.fromkeys([default, best, best_any]))
+    for name in shown:
+        title = "Default" if name == default else ("Best within budget" if name == best else "Best at any cost")
         lines += [f"## {title}: `{name}` by category", "",
                   *md_table(["category", "n", *(h for h, _ in OVERALL_COLS), "tokens@10"],
                             category_rows(results[name])), ""]
-        if title == "Default" and best == default:
-            break
     adv = [[f"`{n}`", str(results[n]["adversarial"].get("n", 0)),
             *(_f(results[n]["adversarial"].get(k, 0.0)) for _, k in OVERALL_COLS)]
            for n in names if results[n]["adversarial"].get("n")]
@@ -117,7 +148,7 @@ def plot(report: dict[str, Any], names: Sequence[str], path: Path) -> None:
         ax.set_title(f"{label} vs context cost (categories 1-4)")
         ax.legend(loc="lower right")
     ax = axes[2]
-    shown = list(dict.fromkeys([report["default"], report["best"]]))
+    shown = list(dict.fromkeys([report["default"], report["best"], report.get("best_unbudgeted", report["best"])]))
     cats = ["1", "2", "3", "4"]
     width = 0.8 / (2 * len(shown))
     for s_i, name in enumerate(shown):

@@ -4,6 +4,11 @@
   memctl status
   memctl down
   memctl k8s-config [--config configs/serve.production.yaml] [--check | --write]
+  memctl export --app APP --out FILE [--url URL] [--api-key KEY]     (or MEMCLUSTER_URL / MEMCLUSTER_API_KEY)
+  memctl import --app APP --in FILE [--url URL] [--api-key KEY]
+  memctl backfill (--input PATH_OR_URI ... | --locomo FILE --app APP) [--format jsonl|parquet] [--concurrency N]
+  memctl reextract [--apps A ...] [--users U ...] [--policy P] [--extractor-base-url URL] [--model M]
+                   [--granularity G] [--concurrency N] | --drop-generation N | --list
 
 ``up`` starts a local Ray head on loopback, deploys the Serve apps of the config with embedded
 defaults, waits until ``/readyz`` answers and prints the base URL. ``down`` stops what ``up``
@@ -20,6 +25,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+import httpx
 
 from cluster import deploy
 
@@ -61,7 +68,9 @@ def cmd_up(args: argparse.Namespace) -> int:
     STATE_FILE.parent.mkdir(parents=True, exist_ok=True)
     STATE_FILE.write_text(json.dumps({"gcs": gcs, "base_url": base_url, "data_dir": str(settings.data_dir),
                                       "started_ray": started_ray, "ray_session": session,
-                                      "namespace": settings.namespace}))
+                                      "namespace": settings.namespace, "config": str(Path(args.config).resolve()),
+                                      "settings_file": str(Path(args.settings).resolve()) if args.settings else None,
+                                      "shards": settings.shards}))
     print("waiting for", f"{base_url}/readyz", flush=True)
     if not deploy.wait_ready(base_url, timeout=args.timeout):
         print(f"memcluster did not become ready within {args.timeout}s", file=sys.stderr)
@@ -129,6 +138,57 @@ def cmd_k8s_config(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---------------------------------------------------------------- backups (export / import)
+def cmd_export(args: argparse.Namespace) -> int:
+    """Write one app's memories as JSONL (see :mod:`cluster.backup`)."""
+    from cluster import backup
+
+    try:
+        lines, users = backup.export_app(backup.base_url(args.url, _state()), backup.api_key(args.api_key),
+                                         args.app, args.out)
+    except (backup.BackupError, httpx.HTTPError, OSError) as exc:
+        print(f"memctl export: {exc}", file=sys.stderr)
+        return 1
+    where = "stdout" if args.out == "-" else args.out
+    print(f"exported {lines} entries of {users} users of app {args.app!r} to {where}", file=sys.stderr)
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    """Restore one app's memories from a JSONL export (see :mod:`cluster.backup`)."""
+    from cluster import backup
+
+    try:
+        counts = backup.import_app(backup.base_url(args.url, _state()), backup.api_key(args.api_key),
+                                   args.app, args.in_file, chunk_bytes=args.chunk_bytes)
+    except (backup.BackupError, httpx.HTTPError, OSError) as exc:
+        print(f"memctl import: {exc}", file=sys.stderr)
+        return 1
+    print(f"imported {counts['entries']} entries of {counts['users']} users into app {args.app!r} "
+          f"({counts['active']} active, {counts['deleted']} deleted)", file=sys.stderr)
+    return 0
+
+
+def _add_backup_parsers(sub: Any) -> None:
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--app", required=True, help="the app whose memories to back up / restore")
+        p.add_argument("--url", default=None, help="service base URL (default $MEMCLUSTER_URL, then the URL "
+                                                   "`memctl up` recorded, then http://127.0.0.1:8000)")
+        p.add_argument("--api-key", default=None, help="the app's API key (default $MEMCLUSTER_API_KEY; "
+                                                       "prefer the environment)")
+
+    exp = sub.add_parser("export", help="write one app's memories as JSONL (tombstones included)")
+    common(exp)
+    exp.add_argument("--out", required=True, help="output file ('-': stdout); written atomically")
+    exp.set_defaults(func=cmd_export)
+    imp = sub.add_parser("import", help="restore one app's memories from a JSONL export")
+    common(imp)
+    imp.add_argument("--in", dest="in_file", required=True, help="the JSONL export ('-': stdin)")
+    imp.add_argument("--chunk-bytes", type=int, default=16 * 1024 * 1024,
+                     help="largest request body (the server's http.max_import_bytes bounds it)")
+    imp.set_defaults(func=cmd_import)
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="memctl", description="Run memcluster locally.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -157,6 +217,10 @@ def parser() -> argparse.ArgumentParser:
     mode.add_argument("--check", action="store_true", help="exit 1 when a k8s manifest drifted from its rendering")
     mode.add_argument("--write", action="store_true", help="rewrite the serveConfigV2 blocks of the k8s manifests")
     k8s.set_defaults(func=cmd_k8s_config)
+    _add_backup_parsers(sub)
+    from cluster import jobs_cli  # backfill, reextract (Ray Data jobs)
+
+    jobs_cli.add_parsers(sub, _state, DEFAULT_CONFIG)
     return p
 
 

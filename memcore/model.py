@@ -54,6 +54,16 @@ def _check_identifier(value: str, what: str) -> str:
     return value
 
 
+def encodable(value: str, what: str) -> str:
+    """``value`` if it is valid Unicode text (UTF-8 encodable); a lone surrogate such as the JSON
+    escape ``\\ud800`` raises ValueError (stores and responses could not encode it)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{what} contains a lone surrogate (not valid Unicode text)") from None
+    return value
+
+
 def utc(value: datetime) -> datetime:
     """Naive datetimes are UTC; aware ones are converted to UTC."""
     if value.tzinfo is None:
@@ -113,7 +123,7 @@ class Memory(BaseModel):
     def _topics(cls, v: list[str]) -> list[str]:
         out: list[str] = []
         for t in v:
-            t = t.strip()
+            t = encodable(t, "topic").strip()
             if not t:
                 continue
             if len(t) > MAX_TOPIC_CHARS:
@@ -129,7 +139,7 @@ class Memory(BaseModel):
     def _participants(cls, v: list[str]) -> list[str]:
         out: list[str] = []
         for p in v:
-            p = p.strip()
+            p = encodable(p, "participant").strip()
             if not p:
                 continue
             if len(p) > MAX_NAME_CHARS:
@@ -145,7 +155,7 @@ class Memory(BaseModel):
     def _location(cls, v: str | None) -> str | None:
         if v is None:
             return None
-        v = v.strip()
+        v = encodable(v, "location").strip()
         if len(v) > MAX_LOCATION_CHARS:
             raise ValueError(f"location longer than {MAX_LOCATION_CHARS} characters")
         return v or None
@@ -160,6 +170,8 @@ class Memory(BaseModel):
     def _provenance(cls, v: list[str]) -> list[str]:
         if len(v) > MAX_PROVENANCE:
             raise ValueError(f"more than {MAX_PROVENANCE} provenance ids")
+        for p in v:
+            encodable(p, "provenance id")
         return v
 
 

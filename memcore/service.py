@@ -15,7 +15,7 @@ import numpy as np
 import pydantic
 from pydantic import BaseModel, Field
 
-from memcore import fusion
+from memcore import backup, fusion
 from memcore.errors import ConflictError, MemoryServiceError, NotFoundError, StoreError, ValidationError
 from memcore.ids import memory_id
 from memcore.model import Entry, Kind, Memory, SearchHit, SearchOptions, UserKey, now_utc
@@ -168,7 +168,50 @@ class MemoryService:
                 self.keywords.delete([e.id for e in active])
             return len(active)
 
+    def restore(self, entries: Sequence[Entry | dict[str, Any]], *, batch_size: int = 256) -> int:
+        """Write backed-up entries as they are (see :mod:`memcore.backup`); returns how many.
+
+        Ids, timestamps and tombstones are kept; every entry is validated before anything is
+        written (a bad one raises :class:`ValidationError` naming ``entries.<i>.<field>``); vectors
+        are recomputed with this service's embedder, ``batch_size`` entries at a time; the keyword
+        index gets the active entries (tombstones are removed from it). Existing entries with the
+        same ids are replaced; other entries are left alone.
+        """
+        checked: list[Entry] = []
+        for i, e in enumerate(entries):
+            try:
+                checked.append(backup.check_entry(e))
+            except pydantic.ValidationError as exc:
+                err = exc.errors()[0]
+                loc = ".".join(str(p) for p in err.get("loc", ()))
+                msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
+                raise ValidationError(msg, field=f"entries.{i}" + (f".{loc}" if loc else "")) from None
+        with self._write_lock, store_errors("restore"):
+            for start in range(0, len(checked), max(1, batch_size)):
+                chunk = checked[start : start + max(1, batch_size)]
+                self.vectors.upsert(chunk, self.embedder.embed_passages([e.text for e in chunk]))
+                self.keywords.upsert(chunk)
+        return len(checked)
+
     # ------------------------------------------------------------------ reads
+    def export(self, app: str | None = None, *, user: str | None = None) -> list[Entry]:
+        """Every stored entry, tombstones included, of ``app`` (every app when None) and of one
+        ``user`` (every user when None), ordered by app, user and id (see :mod:`memcore.backup`)."""
+        if user is not None and app is None:
+            raise ValidationError("exporting one user needs its app", field="app")
+        with store_errors("export"):
+            if app is not None and user is not None:
+                entries = list(self.vectors.scroll(make_key(app, user), include_deleted=True))
+            else:
+                entries = [e for e in self.vectors.scroll(None, include_deleted=True) if app in (None, e.app)]
+        entries.sort(key=backup.sort_key)
+        return entries
+
+    def users(self, app: str) -> list[str]:
+        """The users of ``app`` with at least one stored entry (tombstones count), sorted."""
+        with store_errors("users"):
+            return sorted({e.user for e in self.vectors.scroll(None, include_deleted=True) if e.app == app})
+
     def get(self, key: UserKey, entry_id: str) -> Entry:
         with store_errors("get"):
             return self._active(key, entry_id)
@@ -221,7 +264,7 @@ class MemoryService:
         return [SearchHit(entry=known[i], score=s) for i, s in fused if i in known]
 
     def _active(self, key: UserKey, entry_id: str) -> Entry:
-        if not entry_id or len(entry_id) > 256:
+        if not entry_id or len(entry_id) > 256 or not entry_id.isprintable():
             raise NotFoundError(f"memory {entry_id!r} not found", field="memory_id")
         found = next(iter(self.vectors.get(key, [entry_id])), None)
         if found is None or not found.active:

@@ -46,6 +46,8 @@ class HttpSettings(BaseModel):
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=1, le=65535)
     max_body_bytes: int = Field(default=1_048_576, ge=1024)
+    max_import_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
+    """Body limit of ``POST /v1/apps/{app}/import`` (a JSONL backup); every other route has ``max_body_bytes``."""
 
 
 class ExtractorSettings(BaseModel):

@@ -14,6 +14,7 @@ Routes (user-scoped ones under ``/v1/apps/{app}/users/{user}``)::
     POST   /tools/{name}           run a tool             GET  /v1/apps/{app}/tools?mode=   schemas
     POST   /sessions/{session}/events   ingest (202 job)  POST /sessions/recall   other sessions' turns
     GET    /v1/jobs/{job_id}       an ingest job (the key must open the job's app, else 404)
+    GET    /v1/apps/{app}/export   JSONL backup of the app   POST /v1/apps/{app}/import   restore one
     GET    /healthz  /readyz  /openapi.json  /docs        (open)
 
 Writes answer with ``X-Memcluster-Seq``, the write's place in the user's FIFO. With
@@ -26,8 +27,10 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
+import re
 from collections.abc import Callable, Coroutine
 from typing import Annotated, Any
+from urllib.parse import unquote_to_bytes
 
 from fastapi import APIRouter, FastAPI, Path, Query, Request, Response, Security
 from fastapi.exceptions import RequestValidationError
@@ -39,7 +42,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import Scope
 
 from actors.backend import ShardBackend, unwrap
-from memcore.errors import AuthenticationError, NotFoundError, PermissionDeniedError, StoreError
+from memcore.errors import AuthenticationError, NotFoundError, PermissionDeniedError, StoreError, ValidationError
 from memcore.model import UserKey
 from memcore.service import make_key
 from memcore.settings import HttpSettings, Settings
@@ -119,7 +122,10 @@ def granted_apps(request: Request) -> set[str] | None:
     keys = settings.api_key_map()
     if not keys:
         return None
-    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    values = request.headers.getlist("authorization")
+    if len(values) > 1:  # proxies and this app could each pick a different one
+        raise AuthenticationError("more than one Authorization header", field="authorization")
+    scheme, _, token = (values[0] if values else "").partition(" ")
     token = token.strip()
     if scheme.lower() != "bearer" or not token:
         raise AuthenticationError("an API key is required: Authorization: Bearer <key>", field="authorization")
@@ -143,11 +149,24 @@ def authorize(request: Request) -> None:
         raise PermissionDeniedError(f"the API key does not grant access to app {app_name!r}", field="app")
 
 
+def check_path_encoding(request: Request) -> None:
+    """Path segments must be UTF-8 once percent-decoded: the server would otherwise replace bad bytes
+    with U+FFFD, and different raw ids (``%FF``, ``%FE``, a CESU-8 surrogate ``%ED%A0%80``) would
+    name the same user or app."""
+    raw = request.scope.get("raw_path")
+    if isinstance(raw, bytes):
+        try:
+            unquote_to_bytes(raw).decode("utf-8")
+        except UnicodeDecodeError:
+            raise ValidationError("the URL path is not valid UTF-8 once percent-decoded", field="path") from None
+
+
 class ScopedRoute(APIRoute):
     """Checks the API key before the body is read, and turns every failure into the error shape."""
 
     def check(self, request: Request) -> None:
         authorize(request)
+        check_path_encoding(request)
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
@@ -170,12 +189,19 @@ class KeyRoute(ScopedRoute):
 
     def check(self, request: Request) -> None:
         request.state.granted_apps = granted_apps(request)
+        check_path_encoding(request)
+
+
+_IMPORT_ROUTE = re.compile(r"/v1/apps/[^/]+/import$")
 
 
 def _body_limit(scope: Scope) -> int:
+    """``max_import_bytes`` for ``POST /v1/apps/{app}/import`` (a JSONL backup), else ``max_body_bytes``."""
     app = scope.get("app")
     settings = getattr(getattr(app, "state", None), "settings", None)
     http = settings.http if isinstance(settings, Settings) else HttpSettings()
+    if scope.get("method") == "POST" and _IMPORT_ROUTE.search(str(scope.get("path", ""))):
+        return http.max_import_bytes
     return http.max_body_bytes
 
 
@@ -335,6 +361,7 @@ def create_app() -> FastAPI:
             {"name": "preload", "description": "Memories to inject before a model call."},
             {"name": "tools", "description": "OpenAI function-calling memory tools."},
             {"name": "auto memory", "description": "Session ingest, extraction jobs and session recall."},
+            {"name": "backups", "description": "Export and import one app's memories as JSON Lines."},
             {"name": "health", "description": "Liveness and readiness probes."},
         ],
     )
@@ -347,6 +374,9 @@ def create_app() -> FastAPI:
     from serve_apps.http_ingest import ingest_routes, job_routes  # imports helpers from this module
 
     ingest_routes(user_router)
+    from serve_apps.http_backup import backup_routes  # imports helpers from this module
+
+    backup_routes(tools_router)
     jobs_router = APIRouter(route_class=KeyRoute, dependencies=[Security(_bearer)])
     job_routes(jobs_router)
     app.include_router(user_router)

@@ -11,11 +11,11 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from actors.archive import JobStatus
 from memcore.extraction.events import EventBatch
-from memcore.model import Entry, InjectionMode, Memory, PreloadStrategy, SearchOptions
+from memcore.model import Entry, InjectionMode, Memory, PreloadStrategy, SearchOptions, encodable
 from memcore.tools import ToolMode
 
 MAX_READ_LIMIT = 1000
@@ -140,6 +140,11 @@ class PreloadRequest(BaseModel):
         default=None, description="Instructions placed before the memories; null or empty keeps the default."
     )
 
+    @field_validator("message", "playbook")
+    @classmethod
+    def _text(cls, v: str | None) -> str | None:
+        return None if v is None else encodable(v, "text")
+
 
 class PreloadResponse(BaseModel):
     """The memories chosen and their rendering."""
@@ -246,6 +251,11 @@ class RecallRequest(BaseModel):
     session: str | None = Field(default=None, max_length=128,
                                 description="The current session: its turns are left out.")
     max_results: int = Field(default=10, ge=1, le=100, description="How many turns to return.")
+
+    @field_validator("query", "session")
+    @classmethod
+    def _text(cls, v: str | None) -> str | None:
+        return None if v is None else encodable(v, "text")
 
 
 class RecallHitModel(BaseModel):

@@ -246,6 +246,23 @@ class QdrantServerStore:
 
         return paginate(fetch)
 
+    def scroll_with_vectors(
+        self, key: UserKey | None = None, *, include_deleted: bool = True
+    ) -> Iterator[tuple[list[Entry], Vectors]]:
+        """Pages of (entries, their vectors) of ``key`` (or of the whole collection), for copying."""
+        flt = _client_filter(scope_filter(key, active_only=not include_deleted))
+        offset: Any = None
+        while True:
+            with self._engine("scroll") as client:
+                records, offset = client.scroll(self.collection, scroll_filter=flt, limit=SCROLL_PAGE, offset=offset,
+                                                with_payload=True, with_vectors=True)
+            if records:
+                rows = [r.vector.get("", next(iter(r.vector.values()))) if isinstance(r.vector, dict) else r.vector
+                        for r in records]
+                yield [from_payload(r.payload) for r in records], np.asarray(rows, dtype=np.float32)
+            if offset is None or not records:
+                return
+
     def count(self, key: UserKey | None = None, *, include_deleted: bool = False) -> int:
         """Number of entries of ``key`` (or of the collection), active only unless asked otherwise."""
         flt = _client_filter(scope_filter(key, active_only=not include_deleted))
@@ -259,3 +276,33 @@ class QdrantServerStore:
             if self._owns_client:
                 with engine_errors("close"):
                     self.client.close()
+
+
+# -- generations (re-extraction): a collection per generation behind one alias ---------------
+
+
+def switch_alias(client: QdrantClient, alias: str, collection: str) -> None:
+    """Point ``alias`` at ``collection`` in one ``update_collection_aliases`` call (atomic on the server).
+
+    Fails when a real collection holds the name ``alias`` (generation 1 of a deployment that
+    predates generations): drop or rename it first.
+    """
+    with engine_errors("alias switch"):
+        aliased = any(a.alias_name == alias for a in client.get_aliases().aliases)
+        if not aliased and client.collection_exists(alias):
+            raise StoreError(f"a collection named {alias!r} exists; an alias cannot take its name", field="collection")
+        ops: list[models.AliasOperations] = []
+        if aliased:
+            ops.append(models.DeleteAliasOperation(delete_alias=models.DeleteAlias(alias_name=alias)))
+        ops.append(models.CreateAliasOperation(
+            create_alias=models.CreateAlias(collection_name=collection, alias_name=alias)))
+        client.update_collection_aliases(change_aliases_operations=ops)
+
+
+def alias_target(client: QdrantClient, alias: str) -> str | None:
+    """The collection ``alias`` points at, or None."""
+    with engine_errors("alias lookup"):
+        for a in client.get_aliases().aliases:
+            if a.alias_name == alias:
+                return str(a.collection_name)
+    return None

@@ -83,6 +83,13 @@ def _index_params(field: str, kind: str) -> Any:
     return qe.BoolIndexParams(enable_hnsw=False)
 
 
+def _dense(vector: Any) -> list[float]:
+    """The unnamed dense vector of a record (a list, or a dict keyed by vector name)."""
+    if isinstance(vector, dict):
+        vector = vector.get("", next(iter(vector.values())))
+    return [float(x) for x in vector]
+
+
 class QdrantEdgeStore:
     """An embedded Qdrant shard in ``path`` holding ``dim``-dimensional cosine vectors.
 
@@ -224,6 +231,23 @@ class QdrantEdgeStore:
                 return [from_payload(r.payload) for r in records], nxt
 
         return paginate(fetch)
+
+    def scroll_with_vectors(
+        self, key: UserKey | None = None, *, include_deleted: bool = True
+    ) -> Iterator[tuple[list[Entry], Vectors]]:
+        """Pages of (entries, their vectors) of ``key`` (or of the whole store), for copying a store."""
+        flt = _edge_filter(scope_filter(key, active_only=not include_deleted))
+        offset: Any = None
+        while True:
+            request = qe.ScrollRequest(offset=offset, limit=SCROLL_PAGE, filter=flt, with_payload=True,
+                                       with_vector=True)
+            with self._engine("scroll") as shard:
+                records, offset = shard.scroll(request)
+            if records:
+                entries = [from_payload(r.payload) for r in records]
+                yield entries, np.asarray([_dense(r.vector) for r in records], dtype=np.float32)
+            if offset is None or not records:
+                return
 
     def count(self, key: UserKey | None = None, *, include_deleted: bool = False) -> int:
         """Number of entries of ``key`` (or of the whole store), active only unless asked otherwise."""

@@ -107,6 +107,8 @@ def test_openapi_lists_every_route(client: httpx.Client) -> None:
         f"{u}/sessions/recall": {"post"},
         "/v1/jobs/{job_id}": {"get"},
         "/v1/apps/{app}/tools": {"get"},
+        "/v1/apps/{app}/export": {"get"},
+        "/v1/apps/{app}/import": {"post"},
         "/healthz": {"get"},
         "/readyz": {"get"},
     }

@@ -1,0 +1,291 @@
+"""Generations of one shard's stores: re-extraction builds a new one, then reads switch in one step.
+
+A generation is a vector store plus its keyword index (see :mod:`memcore.factory` for the
+layout: ``shard_dir/gen-000N``, the ``current`` pointer file, ``<collection>_gN`` on a Qdrant
+server). The event archive and the session cursors live beside them and are shared by every
+generation. The steps, each one call on the shard:
+
+1. :meth:`Generations.begin` opens the staging generation N (wiping leftovers of a failed run)
+   and seeds it: a copy, with their vectors, of every entry of the users *not* re-extracted,
+   and of the re-extracted users' entries that carry no provenance (added through the API or a
+   tool, so no archived turn would bring them back);
+2. :meth:`Generations.reextract_user` (any number, concurrently for different users) replays
+   the archived sessions of one user, oldest first, through an extractor and a policy into the
+   staging generation; an extractor failure raises (the job then aborts);
+3. :meth:`Generations.switch` freezes the shard's writes (every write in progress finishes,
+   new ones wait), copies what was written to the serving generation since ``begin`` (live
+   writes of the build: entries of other users, API entries, and extractions of turns the
+   replay did not cover), replaces the pointer file atomically and swaps the service the
+   shard serves from. A read runs entirely on the service it started on: it sees the old or
+   the new generation, never a mix. The old generation stays open and on disk;
+4. :meth:`Generations.abort` (a failed run) closes and deletes the staging generation;
+   :meth:`Generations.drop` deletes an old one. Neither touches the serving generation.
+
+Not replayed at the switch: hard deletes made during the build (soft deletes are: tombstones
+are entries).
+"""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from actors.archive import SqliteArchive
+from memcore import factory
+from memcore.errors import ValidationError
+from memcore.extraction.events import Event, cursor_of
+from memcore.extraction.factory import build_extractor
+from memcore.extraction.pipeline import run_extraction
+from memcore.extraction.verbatim import VerbatimExtractor
+from memcore.ids import shard_of
+from memcore.model import Entry, UserKey, now_utc
+from memcore.ports import Extractor, Vectors
+from memcore.service import MemoryService
+from memcore.settings import ExtractorSettings, Settings
+from memcore.tools import ADD, CLEAR, DELETE, UPDATE, ToolMode
+
+LLM_CHUNK_EVENTS = 64
+"""An LLM extractor sees a session in pieces of at most this many turns (the verbatim one sees it whole)."""
+CATCH_UP_MARGIN = timedelta(seconds=2)
+_OPS = {ADD: "add", UPDATE: "update", DELETE: "delete", CLEAR: "clear"}
+
+
+@dataclass
+class _Staging:
+    generation: int
+    service: MemoryService
+    started_at: datetime
+    chosen: set[UserKey]
+    covered: dict[UserKey, set[str]] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class Generations:
+    """The generation bookkeeping of one shard (the shard owns the writes gate and the service slot)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        shard: int,
+        archive: SqliteArchive,
+        get_service: Callable[[], MemoryService],
+        set_service: Callable[[MemoryService], None],
+        freeze: Callable[[], AbstractContextManager[Any]],
+        current: int,
+    ) -> None:
+        self.settings = settings
+        self.shard = shard
+        self.archive = archive
+        self._get = get_service
+        self._set = set_service
+        self._freeze = freeze
+        self.current = current
+        self.staging: _Staging | None = None
+        self.retired: dict[int, MemoryService] = {}
+        self._lock = threading.Lock()
+        self._extractors: dict[str, Extractor] = {}
+
+    # ------------------------------------------------------------------ info
+    def info(self) -> dict[str, Any]:
+        on_disk = set(factory.generations_on_disk(self.settings, self.shard)) | {self.current}
+        return {"shard": self.shard, "current": self.current, "generations": sorted(on_disk),
+                "staging": self.staging.generation if self.staging else None}
+
+    def _owned(self, entry: Entry) -> bool:
+        return self.settings.vector_store.backend == "edge" or shard_of(entry.key, self.settings.shards) == self.shard
+
+    # ------------------------------------------------------------------ build
+    def begin(self, generation: int, apps: Sequence[str] = (), users: Sequence[str] = ()) -> dict[str, Any]:
+        """Open staging ``generation`` and seed it; returns the re-extracted users and the copy count."""
+        with self._lock:
+            if generation <= 1 or generation == self.current or generation in self.retired:
+                raise ValidationError(f"generation {generation} is in use on shard {self.shard}", field="generation")
+            if self.staging is not None:
+                raise ValidationError(f"shard {self.shard} is already building generation "
+                                      f"{self.staging.generation}", field="generation")
+            self._wipe(generation)
+            service = factory.build_service(self.settings, self.shard, self._get().embedder, generation=generation)
+            chosen = set(self.archive.users(apps, users))
+            self.staging = _Staging(generation, service, now_utc(), chosen)
+        try:
+            copied = self._copy(self._get(), service, lambda e: e.key not in chosen or not e.provenance)
+        except BaseException:
+            self.abort(generation)
+            raise
+        return {"shard": self.shard, "generation": generation, "copied": copied,
+                "users": [[k.app, k.user] for k in sorted(chosen, key=lambda k: (k.app, k.user))]}
+
+    def reextract_user(self, generation: int, key: UserKey, extractor: dict[str, Any]) -> dict[str, Any]:
+        """Replay ``key``'s archived sessions into the staging generation; raises on an extractor failure."""
+        staging = self._staging(generation)
+        if key not in staging.chosen:
+            raise ValidationError(f"{key.app}/{key.user} is not part of generation {generation}", field="user")
+        cfg = ExtractorSettings.model_validate(extractor)
+        ex = self._extractor(cfg)
+        policy = "append_only" if isinstance(ex, VerbatimExtractor) else cfg.policy
+        enabled = frozenset(_OPS[t] for t in self.settings.tools.enabled_tools(ToolMode.AUTO) if t in _OPS)
+        counts = {"sessions": 0, "events": 0, "operations": 0, "applied": 0, "skipped": 0, "failed": 0,
+                  "rejected": 0}
+        covered: set[str] = set()
+        for session in self.archive.sessions_in_order(key):
+            events = [e for e in self.archive.read(key, session) if e.is_text]
+            if cfg.skip_external_context and self.archive.has_external_context(key, session):
+                continue
+            counts["sessions"] += 1
+            for chunk in _chunks(events, None if isinstance(ex, VerbatimExtractor) else LLM_CHUNK_EVENTS):
+                report = run_extraction(staging.service, key, chunk, ex, policy=policy, enabled=enabled,
+                                        now=cursor_of(chunk))
+                for name in ("events", "operations", "applied", "skipped", "failed", "rejected"):
+                    counts[name] += report.counts.get(name, 0)
+                covered.update(e.id for e in chunk)
+        with staging.lock:
+            staging.covered.setdefault(key, set()).update(covered)
+        return {"app": key.app, "user": key.user, **counts}
+
+    def _extractor(self, cfg: ExtractorSettings) -> Extractor:
+        tag = cfg.model_dump_json()
+        with self._lock:
+            ex = self._extractors.get(tag)
+            if ex is None:
+                ex = self._extractors[tag] = build_extractor(cfg)
+            return ex
+
+    # ------------------------------------------------------------------ switch
+    def switch(self, generation: int) -> dict[str, Any]:
+        """Serve ``generation`` from now on (the staging one, or one still on disk, e.g. to roll back)."""
+        with self._lock:
+            if generation == self.current:
+                return {"shard": self.shard, "from": self.current, "to": generation, "caught_up": 0}
+            staging = self.staging if self.staging and self.staging.generation == generation else None
+            if staging is None and generation not in factory.generations_on_disk(self.settings, self.shard):
+                raise ValidationError(f"shard {self.shard} has no generation {generation}", field="generation")
+            target = staging.service if staging else self.retired.pop(generation, None)
+            if target is None:
+                target = factory.build_service(self.settings, self.shard, self._get().embedder, generation=generation)
+            t0 = time.monotonic()
+            with self._freeze():
+                old = self._get()
+                caught_up = self._catch_up(old, staging) if staging else 0
+                factory.set_current_generation(self.settings, self.shard, generation)
+                self._set(target)
+                previous, self.current = self.current, generation
+                self.retired[previous] = old
+                self.staging = None
+            return {"shard": self.shard, "from": previous, "to": generation, "caught_up": caught_up,
+                    "frozen_s": round(time.monotonic() - t0, 4)}
+
+    def _catch_up(self, old: MemoryService, staging: _Staging) -> int:
+        since = staging.started_at - CATCH_UP_MARGIN
+
+        def wanted(e: Entry) -> bool:
+            if e.updated_at < since:
+                return False
+            if e.key not in staging.chosen or not e.provenance:
+                return True
+            return not set(e.provenance) <= staging.covered.get(e.key, set())
+
+        return self._copy(old, staging.service, wanted)
+
+    # ------------------------------------------------------------------ cleanup
+    def abort(self, generation: int) -> dict[str, Any]:
+        """Close and delete staging ``generation`` (a failed run); the serving generation is untouched."""
+        with self._lock:
+            staging = self.staging if self.staging and self.staging.generation == generation else None
+            if staging is not None:
+                self.staging = None
+                _close(staging.service)
+            if generation == self.current or generation in self.retired:
+                return {"shard": self.shard, "generation": generation, "removed": False}
+            self._wipe(generation)
+            return {"shard": self.shard, "generation": generation, "removed": True}
+
+    def drop(self, generation: int) -> dict[str, Any]:
+        """Delete an old generation (never the serving or the staging one)."""
+        with self._lock:
+            if generation == self.current:
+                raise ValidationError(f"generation {generation} is the one shard {self.shard} serves",
+                                      field="generation")
+            if self.staging is not None and self.staging.generation == generation:
+                raise ValidationError(f"generation {generation} is being built", field="generation")
+            service = self.retired.pop(generation, None)
+            if service is not None:
+                _close(service)
+            existed = generation in factory.generations_on_disk(self.settings, self.shard)
+            self._wipe(generation)
+            return {"shard": self.shard, "generation": generation, "removed": existed}
+
+    def close(self) -> None:
+        with self._lock:
+            if self.staging is not None:
+                _close(self.staging.service)
+                self.staging = None
+            for service in self.retired.values():
+                _close(service)
+            self.retired.clear()
+
+    # ------------------------------------------------------------------ helpers
+    def _staging(self, generation: int) -> _Staging:
+        staging = self.staging
+        if staging is None or staging.generation != generation:
+            raise ValidationError(f"shard {self.shard} is not building generation {generation}", field="generation")
+        return staging
+
+    def _wipe(self, generation: int) -> None:
+        if generation == 1:
+            base = factory.shard_dir(self.settings, self.shard)
+            for name in ("vectors", "keywords"):
+                shutil.rmtree(base / name, ignore_errors=True)
+        else:
+            shutil.rmtree(factory.generation_dir(self.settings, self.shard, generation), ignore_errors=True)
+
+    def _copy(self, src: MemoryService, dst: MemoryService, wanted: Callable[[Entry], bool]) -> int:
+        copied = 0
+        for entries, vectors in _pages(src):
+            keep = [i for i, e in enumerate(entries) if self._owned(e) and wanted(e)]
+            if not keep:
+                continue
+            picked = [entries[i] for i in keep]
+            dst.vectors.upsert(picked, vectors[keep])
+            dst.keywords.upsert(picked)
+            copied += len(picked)
+        return copied
+
+
+def _pages(service: MemoryService) -> Iterator[tuple[list[Entry], Vectors]]:
+    """(entries, vectors) pages of a whole store; re-embeds when the store cannot return vectors."""
+    scroll = getattr(service.vectors, "scroll_with_vectors", None)
+    if scroll is not None:
+        yield from scroll(None, include_deleted=True)
+        return
+    page: list[Entry] = []
+    for entry in service.vectors.scroll(None, include_deleted=True):
+        page.append(entry)
+        if len(page) == 256:
+            yield page, service.embedder.embed_passages([e.text for e in page])
+            page = []
+    if page:
+        yield page, service.embedder.embed_passages([e.text for e in page])
+
+
+def _chunks(events: list[Event], size: int | None) -> Iterator[list[Event]]:
+    if not events:
+        return
+    if size is None:
+        yield events
+        return
+    for i in range(0, len(events), size):
+        yield events[i:i + size]
+
+
+def _close(service: MemoryService) -> None:
+    for part in (service.vectors, service.keywords):
+        try:
+            part.close()
+        except Exception:  # noqa: BLE001 - closing a store that failed already
+            pass

@@ -1,0 +1,540 @@
+"""Load benchmark: a mixed open-loop workload against a real Ray Serve deployment, at rising rates.
+
+    RAY_USAGE_STATS_ENABLED=0 unshare -n sh -c 'ip link set lo up && .venv/bin/python -m bench.load'
+
+1. N memory texts (default 20,000; bench/common.py's LoCoMo-derived data) over 200 users, embedded
+   once with the configured embedder (the settings default unless ``--embedder``; cached under
+   bench/results/cache/) and written straight into the shard stores of a fresh data directory;
+2. those stores behind Ray Serve (ingress + embedder deployment + shard actors), started in this
+   process on 127.0.0.1 (run it inside ``unshare -n``: nothing but loopback);
+3. an open-loop workload at each offered rate (default 5, 10, 20, 40, 80, 160 req/s, ``--duration``
+   seconds each, Poisson arrival times, seeded): 70 % search, 20 % add, 10 % ingest (a new session of
+   four user/assistant events, the verbatim extractor). Requests are sent at their scheduled time
+   whatever the earlier ones do, and their latency counts from that time (no coordinated omission);
+   at most ``--max-inflight`` are open at once (a request past that is shed and counts as an error);
+4. the memory of the whole deployment (RSS, and PSS, of the driver and every Ray process it
+   started: GCS, raylet, workers, Serve replicas, shard actors), sampled every second from /proc.
+
+The escalation stops after the first rate that is not sustained (any error, or achieved < 95 % of
+offered; achieved = successful completions per second over the span from the first to the last
+completion) or at ``--max-requests``. The highest sustained rate then runs again for ``--soak``
+seconds; memory is flat when the mean RSS of the soak's last third is within ``--flat-pct`` % of
+its first third's. An error is any response but 200/201/202/204, or an exception (timeouts
+included). Writes bench/results/load.json, .png and .md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import (
+    RESULTS,
+    embed_cached,
+    load_average,
+    load_locomo,
+    machine_info,
+    md_table,
+    memory_dataset,
+    memory_texts,
+    percentiles,
+    plot_style,
+    write_json,
+)
+from bench.http_api import APP, populate
+
+KINDS = ("search", "add", "ingest")
+MIX = (0.70, 0.20, 0.10)
+OK_STATUS = frozenset({200, 201, 202, 204})
+SUSTAINED_FRACTION = 0.95
+
+
+# ----------------------------------------------------------------------------- memory of the process tree
+def _tree_pids(root: int) -> list[int]:
+    """``root`` and every descendant (Ray's GCS, raylet, workers and replicas all descend from the driver)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        ppid = int(stat[stat.rindex(b")") + 2 :].split()[1])
+        children.setdefault(ppid, []).append(int(entry.name))
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo.extend(children.get(pid, []))
+    return out
+
+
+def _proc_kb(pid: int) -> tuple[str, int, int]:
+    """(group, RSS kB, PSS kB) of one process; group: driver, worker (``ray::`` titles) or ray (system)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmd = f.read().replace(b"\0", b" ").decode("utf-8", "replace")
+        rss = pss = 0
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Rss:"):
+                    rss = int(line.split()[1])
+                elif line.startswith("Pss:"):
+                    pss = int(line.split()[1])
+    except OSError:
+        return "gone", 0, 0
+    group = "driver" if pid == os.getpid() else "worker" if cmd.startswith("ray::") else "ray"
+    return group, rss, pss
+
+
+@dataclass
+class MemorySampler:
+    """Samples the driver's process tree every ``interval`` seconds in a thread."""
+
+    interval: float = 1.0
+    samples: list[dict[str, Any]] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def sample(self) -> dict[str, Any]:
+        totals: Counter[str] = Counter()
+        procs = 0
+        for pid in _tree_pids(os.getpid()):
+            group, rss, pss = _proc_kb(pid)
+            if group == "gone":
+                continue
+            procs += 1
+            totals[f"rss_{group}"] += rss
+            totals["rss"] += rss
+            totals["pss"] += pss
+        mb = {k: round(v / 1024, 1) for k, v in totals.items()}
+        return {"t": time.monotonic(), "procs": procs, **mb}
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.samples.append(self.sample())
+            self._stop.wait(self.interval)
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="memory-sampler", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def window(self, t0: float, t1: float) -> list[dict[str, Any]]:
+        return [s for s in self.samples if t0 <= s["t"] <= t1]
+
+
+def memory_trend(samples: list[dict[str, Any]], key: str = "rss") -> dict[str, Any]:
+    """Mean of the first and last third of a window and the change between them (percent)."""
+    values = [s[key] for s in samples if key in s]
+    if len(values) < 3:
+        return {"n": len(values)}
+    third = len(values) // 3
+    first, last = float(np.mean(values[:third])), float(np.mean(values[-third:]))
+    return {"n": len(values), "first_third_mb": round(first, 1), "last_third_mb": round(last, 1),
+            "change_pct": round(100 * (last - first) / first, 2), "max_mb": round(max(values), 1)}
+
+
+# ----------------------------------------------------------------------------- the workload
+@dataclass
+class Workload:
+    """Seeded request factory: (kind, path, JSON body) for the 70/20/10 mix."""
+
+    users: list[int]
+    questions: list[str]
+    turns: list[str]
+    rng: np.random.Generator
+    counter: int = 0
+
+    def path(self, user: int, tail: str) -> str:
+        return f"/v1/apps/{APP}/users/user-{user:04d}{tail}"
+
+    def next(self) -> tuple[str, str, dict[str, Any]]:
+        self.counter += 1
+        i = self.counter
+        kind = KINDS[int(self.rng.choice(len(KINDS), p=MIX))]
+        user = self.users[int(self.rng.integers(len(self.users)))]
+        if kind == "search":
+            q = self.questions[int(self.rng.integers(len(self.questions)))]
+            return kind, self.path(user, "/memories/search"), {"query": q}
+        if kind == "add":
+            t = self.turns[int(self.rng.integers(len(self.turns)))]
+            return kind, self.path(user, "/memories"), {"text": f"{t} (load note {i})"}
+        start = int(self.rng.integers(len(self.turns) - 4))
+        t0 = datetime(2026, 1, 1, tzinfo=UTC) + timedelta(minutes=i)
+        events = [{"id": f"e{k}", "role": "user" if k % 2 == 0 else "assistant",
+                   "content": self.turns[start + k], "timestamp": (t0 + timedelta(seconds=k)).isoformat()}
+                  for k in range(4)]
+        return kind, self.path(user, f"/sessions/load-{i}/events"), {"events": events}
+
+
+@dataclass
+class Outcome:
+    kind: str
+    scheduled: float
+    done: float
+    status: int | None  # None: an exception
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status in OK_STATUS
+
+
+async def run_rate(client: Any, work: Workload, rate: float, duration: float, budget: int, max_inflight: int,
+                   rng: np.random.Generator) -> tuple[list[Outcome], float, float]:
+    """Send ``rate * duration`` requests (at most ``budget``) at Poisson arrival times in ``duration`` seconds
+    (uniform times, sorted: a Poisson process given its count, so every rate offers exactly its rate);
+    wait for all of them."""
+    loop = asyncio.get_running_loop()
+    offsets = np.sort(rng.uniform(0.0, duration, size=min(budget, round(rate * duration))))
+    outcomes: list[Outcome] = []
+    inflight = 0
+
+    async def one(kind: str, path: str, body: dict[str, Any], scheduled: float) -> None:
+        nonlocal inflight
+        inflight += 1
+        try:
+            r = await client.post(path, json=body)
+            outcomes.append(Outcome(kind, scheduled, loop.time(), r.status_code,
+                                    None if r.status_code in OK_STATUS else r.text[:200]))
+        except Exception as exc:  # noqa: BLE001 - every failure is an error of the run
+            outcomes.append(Outcome(kind, scheduled, loop.time(), None, f"{type(exc).__name__}: {exc}"[:200]))
+        finally:
+            inflight -= 1
+
+    tasks: list[asyncio.Task[None]] = []
+    t0 = loop.time()
+    for off in offsets:
+        at = t0 + float(off)
+        delay = at - loop.time()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        kind, path, body = work.next()
+        if inflight >= max_inflight:
+            outcomes.append(Outcome(kind, at, loop.time(), None, f"shed: {max_inflight} requests in flight"))
+            continue
+        tasks.append(asyncio.create_task(one(kind, path, body, at)))
+    await asyncio.gather(*tasks)
+    return outcomes, t0, loop.time()
+
+
+def summarize(rate: float, duration: float, outcomes: list[Outcome], t0: float, t1: float) -> dict[str, Any]:
+    ok = [o for o in outcomes if o.ok]
+    errors = [o for o in outcomes if not o.ok]
+    # completions per second over the span in which they completed: ~ the offered rate while the
+    # deployment keeps up (latency shifts both ends alike), lower as soon as a backlog builds up
+    done = sorted(o.done for o in ok)
+    span = done[-1] - done[0] if len(done) >= 2 else 0.0
+    by_kind: dict[str, Any] = {}
+    for kind in KINDS:
+        mine = [o for o in outcomes if o.kind == kind]
+        by_kind[kind] = {**percentiles([(o.done - o.scheduled) * 1e3 for o in mine if o.ok]),
+                         "errors": sum(1 for o in mine if not o.ok)}
+    statuses = Counter(str(o.status) for o in outcomes)
+    samples = [o.error for o in errors[:5]]
+    achieved = (len(done) - 1) / span if span > 0 else 0.0
+    return {
+        "offered_rps": rate, "duration_s": duration, "sent": len(outcomes), "ok": len(ok), "errors": len(errors),
+        "achieved_rps": round(achieved, 2), "wall_s": round(t1 - t0, 2), "completion_span_s": round(span, 2),
+        "sustained": not errors and achieved >= SUSTAINED_FRACTION * rate,
+        "latency_ms": {"all": percentiles([(o.done - o.scheduled) * 1e3 for o in ok]), **by_kind},
+        "statuses": dict(statuses), "error_samples": samples,
+    }
+
+
+# ----------------------------------------------------------------------------- the deployment
+def start_serve(settings: Any, port: int) -> str:
+    import httpx
+    import ray
+    from ray import serve
+
+    from memcore.settings import to_plain
+    from serve_apps.builder import build_app
+
+    ray.init(address="local", num_cpus=4, object_store_memory=300_000_000, include_dashboard=False,
+             logging_level="ERROR", log_to_driver=False, namespace=settings.namespace)
+    serve.start(http_options={"host": "127.0.0.1", "port": port})
+    serve.run(build_app({"settings": to_plain(settings)}), name="memcluster", route_prefix="/")
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{base}/readyz", timeout=5).status_code == 200:
+                return base
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    raise RuntimeError("the Serve app did not become ready within 300 s")
+
+
+def stop_serve() -> None:
+    import ray
+    from ray import serve
+
+    try:
+        serve.shutdown()
+    finally:
+        ray.shutdown()
+
+
+async def drive(base: str, work: Workload, args: argparse.Namespace, sampler: MemorySampler,
+                log: Callable[[str], None]) -> dict[str, Any]:
+    import httpx
+
+    rng = np.random.default_rng(args.seed + 11)
+    limits = httpx.Limits(max_connections=args.max_inflight, max_keepalive_connections=args.max_inflight)
+    timeout = httpx.Timeout(args.timeout, pool=args.timeout)
+    levels: list[dict[str, Any]] = []
+    budget = args.max_requests
+    async with httpx.AsyncClient(base_url=base, limits=limits, timeout=timeout) as client:
+        warm, t0, t1 = await run_rate(client, work, args.warmup_rate, args.warmup, budget, args.max_inflight, rng)
+        log(f"warm-up: {summarize(args.warmup_rate, args.warmup, warm, t0, t1)['latency_ms']['all']}")
+
+        async def level(rate: float, duration: float, phase: str) -> dict[str, Any]:
+            nonlocal budget
+            load0 = load_average()
+            outcomes, t0, t1 = await run_rate(client, work, rate, duration, budget, args.max_inflight, rng)
+            budget -= len(outcomes)
+            res = summarize(rate, duration, outcomes, t0, t1)
+            res.update(phase=phase, load_average=[load0, load_average()],
+                       window=[round(t0 - sampler.samples[0]["t"], 2), round(t1 - sampler.samples[0]["t"], 2)],
+                       memory=memory_trend(sampler.window(t0, t1)),
+                       memory_pss=memory_trend(sampler.window(t0, t1), "pss"))
+            lat = res["latency_ms"]
+            log(f"{phase} {rate:g} req/s: achieved {res['achieved_rps']} ok {res['ok']}/{res['sent']} "
+                f"errors {res['errors']} | " + " ".join(f"{k} p50 {lat[k].get('p50', '-')} p99 {lat[k].get('p99', '-')}"
+                                                       for k in KINDS)
+                + f" | rss {res['memory'].get('first_third_mb')} -> {res['memory'].get('last_third_mb')} MB"
+                + f" | load {load_average()}")
+            await asyncio.sleep(args.pause)
+            return res
+
+        for rate in args.rates:
+            if budget < rate * args.duration:
+                log(f"stopping: the request budget ({budget} left) does not cover {rate:g} req/s")
+                break
+            res = await level(rate, args.duration, "ramp")
+            levels.append(res)
+            if not res["sustained"]:
+                break
+        sustained = [lv for lv in levels if lv["sustained"]]
+        soak = None
+        if sustained and args.soak > 0:
+            best = max(lv["offered_rps"] for lv in sustained)
+            soak_s = min(args.soak, budget / best)
+            if soak_s >= 9:
+                soak = await level(best, soak_s, "soak")
+    return {"levels": levels, "soak": soak}
+
+
+# ----------------------------------------------------------------------------- report
+def goals(res: dict[str, Any], flat_pct: float) -> dict[str, Any]:
+    sustained = [lv for lv in res["levels"] if lv["sustained"]]
+    best = max(sustained, key=lambda lv: lv["offered_rps"]) if sustained else None
+    judged = res.get("soak") or best
+    mem = (judged or {}).get("memory", {})
+    change = mem.get("change_pct")
+    flat = change is not None and abs(change) <= flat_pct
+    errors = None if judged is None else judged["errors"]
+    return {
+        "highest_sustained_rps": best["offered_rps"] if best else None,
+        "judged_on": None if judged is None else judged["phase"],
+        "errors_at_highest": errors,
+        "memory_change_pct": change,
+        "flat_pct": flat_pct,
+        "memory_flat": flat,
+        "met": bool(best) and errors == 0 and flat,
+    }
+
+
+def _pp(p: dict[str, Any]) -> str:
+    if not p.get("n"):
+        return "-"
+    return f"{p['p50']:.0f} / {p['p99']:.0f}"
+
+
+def report(res: dict[str, Any]) -> str:
+    cfg, g = res["config"], res["goals"]
+    lines = [
+        f"Mixed load (70 % search, 20 % add, 10 % ingest), {cfg['entries']:,} entries over {cfg['users']} users, "
+        f"{cfg['shards']} shards, embedder {cfg['embedder']}, open loop (Poisson), {cfg['duration_s']:g} s per rate; "
+        f"{res['machine']['cpu_count']} CPUs, load average at start {res['machine']['load_average']}.",
+        "",
+    ]
+    rows = []
+    for lv in [*res["levels"], *([res["soak"]] if res.get("soak") else [])]:
+        lat, mem = lv["latency_ms"], lv["memory"]
+        rows.append([
+            f"{lv['phase']} {lv['offered_rps']:g}", f"{lv['achieved_rps']:.1f}", lv["errors"],
+            _pp(lat["search"]), _pp(lat["add"]), _pp(lat["ingest"]),
+            f"{mem.get('first_third_mb', '-')} → {mem.get('last_third_mb', '-')} ({mem.get('change_pct', '-')} %)",
+            "yes" if lv["sustained"] else "no",
+        ])
+    lines += md_table(["offered req/s", "achieved req/s", "errors", "search p50/p99 ms", "add p50/p99 ms",
+                       "ingest p50/p99 ms", "RSS MB first → last third", "sustained"], rows)
+    lines += [
+        "",
+        f"- highest sustained rate (0 errors, achieved ≥ {SUSTAINED_FRACTION:.0%} of offered): "
+        f"{g['highest_sustained_rps']} req/s",
+        f"- errors at that rate ({g['judged_on']}): {g['errors_at_highest']}",
+        f"- memory (RSS of the driver and every Ray process) at that rate: {g['memory_change_pct']} % from the "
+        f"first to the last third (flat: within ±{g['flat_pct']:g} %) -> {'flat' if g['memory_flat'] else 'NOT flat'}",
+        f"- goal (0 errors and flat memory at the highest sustained rate): {'MET' if g['met'] else 'NOT MET'}",
+    ]
+    for lv in res["levels"]:
+        if lv["error_samples"]:
+            lines.append(f"- errors at {lv['offered_rps']:g} req/s: {lv['statuses']}; e.g. {lv['error_samples'][0]}")
+    return "\n".join(lines) + "\n"
+
+
+def plot(res: dict[str, Any], samples: list[dict[str, Any]], path: Path) -> None:
+    plt = plot_style()
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    levels = res["levels"]
+    offered = [lv["offered_rps"] for lv in levels]
+    ax = axes[0]
+    ax.plot(offered, offered, ls="--", color="#7f7f7f", label="offered")
+    ax.plot(offered, [lv["achieved_rps"] for lv in levels], marker="o", label="achieved")
+    for lv in levels:
+        if lv["errors"]:
+            ax.annotate(f"{lv['errors']} errors", (lv["offered_rps"], lv["achieved_rps"]), color="#d62728",
+                        fontsize=8, textcoords="offset points", xytext=(4, -10))
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log", base=2)
+    ax.set_xlabel("offered req/s")
+    ax.set_ylabel("achieved req/s")
+    ax.set_title("throughput")
+    ax.legend()
+    ax = axes[1]
+    for i, kind in enumerate(KINDS):
+        pts = [(lv["offered_rps"], lv["latency_ms"][kind]) for lv in levels if lv["latency_ms"][kind].get("n")]
+        ax.plot([x for x, _ in pts], [p["p50"] for _, p in pts], marker="o", color=f"C{i}", label=f"{kind} p50")
+        ax.plot([x for x, _ in pts], [p["p99"] for _, p in pts], marker="x", ls=":", color=f"C{i}",
+                label=f"{kind} p99")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("offered req/s")
+    ax.set_ylabel("ms (from the scheduled send time)")
+    ax.set_title("latency")
+    ax.legend(ncol=2)
+    ax = axes[2]
+    if samples:
+        t0 = samples[0]["t"]
+        ts = [s["t"] - t0 for s in samples]
+        ax.plot(ts, [s["rss"] for s in samples], label="RSS, all processes")
+        ax.plot(ts, [s["pss"] for s in samples], label="PSS, all processes")
+        ax.plot(ts, [s.get("rss_worker", 0) for s in samples], label="RSS, Ray workers")
+        top = max(s["rss"] for s in samples)
+        for lv in [*levels, *([res["soak"]] if res.get("soak") else [])]:
+            a, b = lv["window"]
+            ax.axvspan(a, b, alpha=0.12, color="#2ca02c" if lv["sustained"] else "#d62728")
+            ax.text(a, top, f"{lv['offered_rps']:g}", fontsize=7, va="bottom")
+    ax.set_xlabel("s since the deployment was ready")
+    ax.set_ylabel("MB")
+    ax.set_title("memory (shaded: rates; green sustained)")
+    ax.legend(loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+# ----------------------------------------------------------------------------- main
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--entries", type=int, default=20_000)
+    p.add_argument("--users", type=int, default=200)
+    p.add_argument("--shards", type=int, default=4)
+    p.add_argument("--rates", type=float, nargs="+", default=[5, 10, 20, 40, 80, 160])
+    p.add_argument("--duration", type=float, default=20.0, help="seconds per rate")
+    p.add_argument("--soak", type=float, default=60.0, help="seconds at the highest sustained rate (0: none)")
+    p.add_argument("--warmup", type=float, default=5.0, help="seconds of unreported warm-up")
+    p.add_argument("--warmup-rate", type=float, default=5.0)
+    p.add_argument("--pause", type=float, default=3.0, help="seconds between rates")
+    p.add_argument("--max-requests", type=int, default=30_000, help="request budget of the whole run")
+    p.add_argument("--max-inflight", type=int, default=256)
+    p.add_argument("--timeout", type=float, default=30.0, help="per-request timeout, seconds")
+    p.add_argument("--flat-pct", type=float, default=5.0)
+    p.add_argument("--embedder", default=None, help="embedder kind (default: the settings default)")
+    p.add_argument("--port", type=int, default=8124)
+    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--out", default=str(RESULTS / "load.json"))
+    args = p.parse_args(argv)
+
+    def log(msg: str) -> None:
+        print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+    from memcore.factory import build_embedder
+    from memcore.settings import Settings
+
+    data_dir = Path(tempfile.mkdtemp(prefix="memcluster-load-"))
+    overrides: dict[str, Any] = {"data_dir": data_dir, "shards": args.shards, "namespace": "memcluster-load"}
+    if args.embedder:
+        overrides["embedder"] = {"kind": args.embedder}
+    settings = Settings(**overrides)
+    started = time.monotonic()
+    try:
+        embedder = build_embedder(settings.embedder)
+        texts, base = memory_texts(args.entries, args.seed)
+        mems, user_of = memory_dataset(texts, base, args.seed, args.users)
+        vecs, meta = embed_cached(f"http_{settings.embedder.kind}", lambda m: memory_texts(m, args.seed)[0],
+                                  args.entries, embedder.embed_passages, log=log)
+        turns, questions = load_locomo()
+        cores = populate(settings, embedder, mems, user_of, vecs)
+        for core in cores:
+            core.close()
+        del embedder, vecs
+        work = Workload(users=[int(u) for u in np.unique(user_of)], questions=[q.text for q in questions],
+                        turns=[t.text.split(": ", 1)[-1] for t in turns], rng=np.random.default_rng(args.seed))
+        res: dict[str, Any] = {"machine": machine_info(), "config": {
+            "entries": args.entries, "users": args.users, "shards": settings.shards,
+            "embedder": settings.embedder.kind, "embed_passages_per_s": meta.get("passages_per_s"),
+            "rates": args.rates, "duration_s": args.duration, "soak_s": args.soak, "mix": dict(zip(KINDS, MIX,
+                                                                                                  strict=True)),
+            "max_inflight": args.max_inflight, "timeout_s": args.timeout, "max_requests": args.max_requests,
+            "arrivals": "poisson", "seed": args.seed}}
+        base_url = start_serve(settings, args.port)
+        log(f"Serve ready at {base_url} ({time.monotonic() - started:.0f} s since start)")
+        sampler = MemorySampler()
+        sampler.start()
+        try:
+            res.update(asyncio.run(drive(base_url, work, args, sampler, log)))
+        finally:
+            sampler.stop()
+            stop_serve()
+        res["goals"] = goals(res, args.flat_pct)
+        res["memory_samples"] = [{**s, "t": round(s["t"] - sampler.samples[0]["t"], 2)} for s in sampler.samples]
+        res["total_s"] = round(time.monotonic() - started, 1)
+        out = Path(args.out)
+        write_json(out, res)
+        plot(res, sampler.samples, out.with_suffix(".png"))
+        out.with_suffix(".md").write_text(report(res))
+        print(report(res))
+        return 0
+    finally:
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

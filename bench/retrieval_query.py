@@ -1,0 +1,72 @@
+"""Query processing experiments of the retrieval benchmark (question text only; no model).
+
+- :func:`content_query`: the question without English stop words and question words, for BM25;
+- :func:`question_dates`: the day or month a question names ("on 7 July, 2023", "in August 2023",
+  "October 6, 2022", "4th October, 2023") and the question without it.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+
+# A compact English stop-word list plus question words: what carries no topic in a question.
+STOP_WORDS = frozenset(
+    """a about above after again against all am an and any are as at be because been before being below
+    between both but by can could did do does doing down during each few for from further had has have having
+    he her here hers herself him himself his how i if in into is it its itself just me more most my myself no
+    nor not now of off on once only or other our ours ourselves out over own same she should so some such than
+    that the their theirs them themselves then there these they this those through to too under until up very
+    was we were what when where which while who whom why will with would you your yours yourself yourselves
+    ever also likely might may kind type sort""".split()
+)
+
+
+def content_query(text: str) -> str:
+    """The question without stop words / question words; the text itself if nothing is left."""
+    words = [w for w in text.replace("?", " ").split() if w.strip(".,!;:'\"()").lower() not in STOP_WORDS]
+    return " ".join(words) or text
+
+
+_MONTHS = {m: i + 1 for i, m in enumerate(
+    "january february march april may june july august september october november december".split())}
+_MONTHS |= {m[:3]: i for m, i in list(_MONTHS.items())} | {"sept": 9}
+_MON = r"(jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sept?(?:ember)?" \
+       r"|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
+_DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
+_YEAR = r"((?:19|20)\d\d)"
+_DATE_PATTERNS = (
+    (re.compile(rf"\b{_DAY}\s+(?:of\s+)?{_MON}\.?,?\s+{_YEAR}\b", re.I), ("d", "m", "y")),
+    (re.compile(rf"\b{_MON}\.?\s+{_DAY},?\s+{_YEAR}\b", re.I), ("m", "d", "y")),
+    (re.compile(rf"\b{_MON}\.?,?\s+(?:of\s+)?{_YEAR}\b", re.I), ("m", "y")),
+)
+_DANGLING = re.compile(r"\b(on|in|of|during|as of|before|after|since|by)\s*([?.!,]|$)", re.I)
+
+
+def question_dates(text: str) -> tuple[tuple[datetime, datetime] | None, str]:
+    """The period a question names (a day or a month, with its year) and the question without it.
+
+    ``"What did X do on 7 July, 2023?"`` → ((7 July 2023, 8 July 2023), ``"What did X do?"``).
+    A year alone ("in 2023") is not taken: in a conversation spanning a year or two it narrows little.
+    """
+    for pattern, parts in _DATE_PATTERNS:
+        m = pattern.search(text)
+        if not m:
+            continue
+        got = dict(zip(parts, m.groups(), strict=True))
+        month = _MONTHS.get(got["m"].lower().rstrip("."))
+        if month is None:
+            continue
+        try:
+            year = int(got["y"])
+            if "d" in got:
+                start = datetime(year, month, int(got["d"]), tzinfo=UTC)
+                end = start + timedelta(days=1)
+            else:
+                start = datetime(year, month, 1, tzinfo=UTC)
+                end = datetime(year + month // 12, month % 12 + 1, 1, tzinfo=UTC)
+        except ValueError:
+            continue
+        rest = " ".join((text[: m.start()] + text[m.end() :]).split()).replace(" ,", ",").replace(" ?", "?")
+        return (start, end), _DANGLING.sub(r"\2", rest).replace(" ?", "?").strip()
+    return None, text

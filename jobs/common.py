@@ -1,0 +1,123 @@
+"""What the Ray Data jobs share: the running cluster's shard actors, a stats actor, progress lines.
+
+A job runs in a driver already connected to the cluster (``ray.init(address=...)`` by memctl,
+the session cluster in tests). It never creates shard actors: it writes through the ones the
+cluster runs (named ``shard-<k>`` in the settings' namespace) and fails early when they are
+missing, so entries never land in stores nobody serves.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from actors.router import actor_name
+from memcore.settings import Settings
+
+MAX_FAILURE_SAMPLES = 100
+_HANDLES: dict[tuple[str, int], Any] = {}
+
+
+class ClusterNotRunning(RuntimeError):
+    """The shard actors of the settings' namespace are not there."""
+
+
+def shard_handle(settings: Settings, shard: int) -> Any:
+    """The handle of the running shard actor ``shard`` (cached per process)."""
+    import ray
+
+    key = (settings.namespace, shard)
+    handle = _HANDLES.get(key)
+    if handle is None:
+        try:
+            handle = ray.get_actor(actor_name(shard), namespace=settings.namespace)
+        except ValueError as exc:
+            raise ClusterNotRunning(
+                f"shard actor {actor_name(shard)!r} not found in namespace {settings.namespace!r}: "
+                "is memcluster running (memctl up)?") from exc
+        _HANDLES[key] = handle
+    return handle
+
+
+def shard_handles(settings: Settings) -> list[Any]:
+    return [shard_handle(settings, k) for k in range(settings.shards)]
+
+
+class JobStats:
+    """Counters and failure samples of one job run (a Ray actor; the stages report to it)."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+        self.failures: list[dict[str, Any]] = []
+        self.started = time.time()
+
+    def add(self, counts: dict[str, int], failures: list[dict[str, Any]] | None = None) -> None:
+        for name, n in counts.items():
+            self.counts[name] = self.counts.get(name, 0) + int(n)
+        for f in failures or []:
+            if len(self.failures) < MAX_FAILURE_SAMPLES:
+                self.failures.append(f)
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"counts": dict(self.counts), "failures": list(self.failures),
+                "elapsed_s": time.time() - self.started}
+
+
+def stats_actor() -> Any:
+    import ray
+
+    return ray.remote(num_cpus=0)(JobStats).remote()
+
+
+@contextmanager
+def progress(stats: Any, render: Callable[[dict[str, Any]], str], log: Callable[[str], None],
+             every_s: float) -> Iterator[None]:
+    """Print ``render(stats snapshot)`` every ``every_s`` seconds while the block runs (0: never)."""
+    import ray
+
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.wait(every_s):
+            try:
+                log(render(ray.get(stats.snapshot.remote(), timeout=10)))
+            except Exception:  # noqa: BLE001 - progress is best effort
+                pass
+
+    thread = threading.Thread(target=loop, name="job-progress", daemon=True)
+    if every_s > 0:
+        thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        if thread.is_alive():
+            thread.join(5)
+
+
+def rss_bytes(pids: list[int]) -> int:
+    """Resident memory of these processes (from /proc; 0 for a process that is gone)."""
+    total = 0
+    for pid in pids:
+        try:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1]) * 1024
+                    break
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
+
+
+def named(fn: Callable[[Any], Any], name: str) -> Callable[[Any], Any]:
+    """A plain function around a callable object (Ray Data names its stages after ``__name__``)."""
+
+    def call(batch: Any) -> Any:
+        return fn(batch)
+
+    call.__name__ = call.__qualname__ = name
+    return call
