@@ -277,8 +277,10 @@ class ShardCore:
         self.maintenance.touch(key, entries)
         return entries
 
-    def search(self, key: UserKey, options: SearchOptions | dict[str, Any]) -> list[SearchHit]:
-        hits = self.service.search(key, options)
+    def search(
+        self, key: UserKey, options: SearchOptions | dict[str, Any], query_vector: Vectors | None = None
+    ) -> list[SearchHit]:
+        hits = self.service.search(key, options, query_vector=query_vector)
         self.maintenance.touch(key, [h.entry for h in hits])
         return hits
 

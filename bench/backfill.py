@@ -40,7 +40,7 @@ if __package__ in (None, ""):  # run as a script: the repo root on the path, not
 from bench.common import LOCOMO, RESULTS, machine_info, md_table, plot_style, write_json
 from jobs import locomo
 from jobs.backfill import BackfillOptions, Source, run_backfill
-from jobs.common import rss_bytes
+from jobs.common import memory_bytes
 from memcore.extraction.events import Event
 from memcore.extraction.verbatim import VerbatimExtractor
 
@@ -108,19 +108,21 @@ def is_worker(pid: int) -> bool:
 
 
 class MemorySampler:
-    """Peak RSS of this process + its descendants (the Ray cluster it started), and of ``ray::`` workers."""
+    """Peak memory (PSS) of this process + its descendants (the Ray cluster it started), and of the
+    ``ray::`` workers alone; the peak RSS sum too (it counts the shared object store once per process)."""
 
     def __init__(self, every_s: float = 0.5) -> None:
         self.every_s = every_s
-        self.peak_total = self.peak_workers = 0
+        self.peak_total = self.peak_workers = self.peak_rss = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
     def _loop(self) -> None:
         while not self._stop.is_set():
             pids = descendants(os.getpid())
-            self.peak_total = max(self.peak_total, rss_bytes(pids))
-            self.peak_workers = max(self.peak_workers, rss_bytes([p for p in pids if is_worker(p)]))
+            self.peak_total = max(self.peak_total, memory_bytes(pids))
+            self.peak_workers = max(self.peak_workers, memory_bytes([p for p in pids if is_worker(p)]))
+            self.peak_rss = max(self.peak_rss, memory_bytes(pids, "Rss"))
             self._stop.wait(self.every_s)
 
     def __enter__(self) -> MemorySampler:
@@ -150,9 +152,8 @@ def run_one(name: str, rows: list[dict[str, Any]], args: argparse.Namespace, wor
     sample = texts if name == "locomo" else texts[:: max(1, round(1 / args.encode_sample))]
     print(f"[{name}] {len(rows)} sessions, {len(texts)} turns; encoding {len(sample)} texts alone ...", flush=True)
     embedder = build_embedder(settings.embedder)
-    encode = encode_rate(embedder, sample)
-    del embedder
-    print(f"[{name}] embedder alone: {encode['passages_per_s']} passages/s", flush=True)
+    before = encode_rate(embedder, sample)
+    print(f"[{name}] embedder alone, before the job: {before['passages_per_s']} passages/s", flush=True)
     backend = RayShardBackend(settings)
     handles = backend.ensure_all()
     ray.get([h.ping.remote() for h in handles])
@@ -162,27 +163,40 @@ def run_one(name: str, rows: list[dict[str, Any]], args: argparse.Namespace, wor
     for h in handles:
         ray.get(h.close.remote())
         ray.kill(h, no_restart=True)
-    efficiency = summary.turns_per_s / encode["passages_per_s"]
+    after = encode_rate(embedder, sample)  # the machine is shared: bracket the job with two measurements
+    del embedder
+    rate = (before["passages_per_s"] + after["passages_per_s"]) / 2
+    encode = {"texts": len(sample), "before": before["passages_per_s"], "after": after["passages_per_s"],
+              "passages_per_s": round(rate, 1)}
+    efficiency = summary.turns_per_s / rate
     print(f"[{name}] job {summary.turns_per_s:.1f} turns/s vs embedder {encode['passages_per_s']} passages/s: "
           f"efficiency {efficiency:.2f}", flush=True)
     return {"archive": name, "sessions": summary.sessions, "users": summary.users, "turns": summary.turns,
             "entries": summary.entries, "failed": summary.failed_rows + summary.failed_sessions,
             "job_wall_s": round(summary.wall_s, 2), "job_turns_per_s": round(summary.turns_per_s, 1),
-            "encode": encode, "efficiency": round(efficiency, 3), "goal": GOAL,
-            "peak_rss_mb": round(mem.peak_total / 2**20, 1), "peak_workers_rss_mb": round(mem.peak_workers / 2**20, 1)}
+            "encode": encode, "efficiency": round(efficiency, 3), "goal": GOAL, "phases_s": summary.phases,
+            "peak_pss_mb": round(mem.peak_total / 2**20, 1), "peak_workers_pss_mb": round(mem.peak_workers / 2**20, 1),
+            "peak_rss_sum_mb": round(mem.peak_rss / 2**20, 1), "load_average": os.getloadavg()}
 
 
 def report(results: list[dict[str, Any]], config: dict[str, Any], out: Path) -> None:
     write_json(out.with_suffix(".json"), {"results": results, "config": config, "machine": machine_info()})
     rows = [[r["archive"], r["sessions"], r["turns"], f"{r['job_wall_s']:.1f}", f"{r['job_turns_per_s']:.1f}",
-             f"{r['encode']['passages_per_s']:.1f}", f"{r['efficiency']:.2f}", f"{r['peak_rss_mb']:.0f}",
-             f"{r['peak_workers_rss_mb']:.0f}"] for r in results]
+             f"{r['encode']['passages_per_s']:.1f} ({r['encode']['before']:.0f} / {r['encode']['after']:.0f})",
+             f"{r['efficiency']:.2f}", _phases(r["phases_s"], r["job_wall_s"]), f"{r['peak_pss_mb']:.0f}",
+             f"{r['peak_workers_pss_mb']:.0f}"] for r in results]
     lines = ["# Backfill job throughput", "",
              f"Embedder `{config['embedder']}`, {config['shards']} shards, {config['concurrency']} embedding "
              f"actor(s), Ray with {config['num_cpus']} CPUs on a {os.cpu_count()}-core machine. "
-             f"Efficiency = job turns/s ÷ the embedder's own encode rate on the same texts (goal ≥ {GOAL}).", "",
-             *md_table(["archive", "sessions", "turns", "job s", "job turns/s", "embedder passages/s",
-                        "efficiency", "peak RSS MB (all)", "peak RSS MB (Ray workers)"], rows), ""]
+             f"Efficiency = job turns/s ÷ the embedder's own encode rate on the same texts, in this process, "
+             f"measured before and after the job (mean; the machine is shared, so both are shown) "
+             f"— goal ≥ {GOAL}. Phases: seconds from the job's start to its first and last embedding batch "
+             "and to its last write (the group-by-user barrier sits between embedding and writing). "
+             "Memory: peak PSS of the driver plus every process of its Ray cluster (shards, embedding actor, "
+             "Data workers, raylet, GCS), and of the `ray::` workers alone.", "",
+             *md_table(["archive", "sessions", "turns", "job s", "job turns/s",
+                        "embedder passages/s (before / after)", "efficiency", "phases s (embed first-last, writes end)",
+                        "peak PSS MB (all)", "peak PSS MB (Ray workers)"], rows), ""]
     out.with_suffix(".md").write_text("\n".join(lines))
     plt = plot_style()
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
@@ -197,12 +211,18 @@ def report(results: list[dict[str, Any]], config: dict[str, Any], out: Path) -> 
     ax1.set_xticks(list(x), names)
     ax1.set_title("throughput (label: efficiency)")
     ax1.legend(loc="lower right")
-    ax2.bar(names, [r["peak_rss_mb"] for r in results], label="driver + Ray cluster")
-    ax2.bar(names, [r["peak_workers_rss_mb"] for r in results], label="Ray workers (ray::*)")
-    ax2.set_title("peak resident memory (MB)")
+    ax2.bar(names, [r["peak_pss_mb"] for r in results], label="driver + Ray cluster")
+    ax2.bar(names, [r["peak_workers_pss_mb"] for r in results], label="Ray workers (ray::*)")
+    ax2.set_title("peak memory, PSS (MB)")
     ax2.legend(loc="lower right")
     fig.tight_layout()
     fig.savefig(out.with_suffix(".png"))
+
+
+def _phases(phases: dict[str, float], wall: float) -> str:
+    if "embedding_first_s" not in phases:
+        return "-"
+    return f"{phases['embedding_first_s']:.0f}–{phases['embedding_last_s']:.0f}, {wall:.0f}"
 
 
 def main(argv: list[str] | None = None) -> int:

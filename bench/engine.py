@@ -362,7 +362,9 @@ def main(argv: list[str] | None = None) -> int:
     res["targets"], res["load_average_end"] = evaluate(res), load_average()
     write_json(args.out, res)
     plot(res, args.out.with_suffix(".png"))
-    args.out.with_suffix(".md").write_text(markdown(res))
+    md, marker = args.out.with_suffix(".md"), "<!-- notes: kept when the tables are regenerated -->"
+    notes = md.read_text().split(marker, 1)[1] if md.exists() and marker in md.read_text() else "\n"
+    md.write_text(markdown(res) + "\n" + marker + notes)
     for t in res["targets"]:
         print(f"{'PASS' if t['pass'] else 'FAIL'}  {t['name']} @ {t['size']:,}: {t['value_ms']:.2f} ms "
               f"(bound {t['bound_ms']:.2f} ms)")

@@ -123,7 +123,7 @@ def over_http(settings: Any, queries: list[tuple[int, str]], levels: list[int], 
     from memcore.settings import to_plain
     from serve_apps.builder import build_app
 
-    ray.init(num_cpus=4, include_dashboard=False, logging_level="ERROR", log_to_driver=False,
+    ray.init(address="local", num_cpus=4, include_dashboard=False, logging_level="ERROR", log_to_driver=False,
              namespace=settings.namespace)
     serve.start(http_options={"host": "127.0.0.1", "port": port})
     serve.run(build_app({"settings": to_plain(settings)}), name="memcluster", route_prefix="/")
@@ -231,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     _, questions = load_locomo()
     rng = np.random.default_rng(args.seed)
     users = np.unique(user_of)
-    queries = [(int(rng.choice(users)), questions[int(i)].question)
+    queries = [(int(rng.choice(users)), questions[int(i)].text)
                for i in rng.choice(len(questions), size=args.queries, replace=False)]
     res: dict[str, Any] = {"machine": machine_info(), "config": {
         "entries": args.entries, "users": args.users, "shards": settings.shards, "queries": args.queries,

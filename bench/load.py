@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import shutil
 import sys
@@ -424,6 +425,8 @@ def plot(res: dict[str, Any], samples: list[dict[str, Any]], path: Path) -> None
                         fontsize=8, textcoords="offset points", xytext=(4, -10))
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
+    ax.set_xticks(offered, [f"{x:g}" for x in offered])
+    ax.set_yticks(offered, [f"{x:g}" for x in offered])
     ax.set_xlabel("offered req/s")
     ax.set_ylabel("achieved req/s")
     ax.set_title("throughput")
@@ -436,6 +439,7 @@ def plot(res: dict[str, Any], samples: list[dict[str, Any]], path: Path) -> None
                 label=f"{kind} p99")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
+    ax.set_xticks(offered, [f"{x:g}" for x in offered])
     ax.set_xlabel("offered req/s")
     ax.set_ylabel("ms (from the scheduled send time)")
     ax.set_title("latency")
@@ -480,7 +484,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--port", type=int, default=8124)
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--out", default=str(RESULTS / "load.json"))
+    p.add_argument("--replot", action="store_true", help="only redraw the .png and .md of an existing --out")
     args = p.parse_args(argv)
+    if args.replot:
+        out = Path(args.out)
+        res = json.loads(out.read_text())
+        plot(res, res["memory_samples"], out.with_suffix(".png"))
+        out.with_suffix(".md").write_text(report(res))
+        print(report(res))
+        return 0
 
     def log(msg: str) -> None:
         print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)

@@ -5,15 +5,18 @@
     python bench/retrieval.py --configs hybrid-turn,bm25-turn --out /tmp/r.json
     memctl bench locomo --data FILE --out RESULT.json         # calls main([...])
 
-Each configuration ingests every conversation (one user each) with the verbatim extractor into a
-fresh MemoryService (Qdrant Edge in a temp dir + Tantivy + the embedder; passage vectors cached
-in ``bench/results/cache``), then searches once per question with the question text, top 10.
+Every conversation (one user each) is ingested with the verbatim extractor into a fresh
+MemoryService (Qdrant Edge in a temp dir + Tantivy + the embedder; passage vectors cached in
+``bench/results/cache``), one per way of indexing (configurations that differ only in search knobs
+or result shaping share it); each configuration then searches once per question with the question
+text, top 10.
 Results map to turn ids through entry provenance; scoring is :mod:`bench.recall` (as in
 ARCHITECTURE.md, "How recall is scored"). Latency = query embedding + ``MemoryService.search``
 (+ the configuration's post-processing), measured per question, in-process.
 
-Writes ``bench/results/retrieval.json`` / ``.png`` / ``.md``; ``--out`` writes the RESULT.json
-(the default configuration at top level, every configuration under ``configs``).
+A full run (all conversations, all configurations) writes ``bench/results/retrieval.json`` /
+``.png`` / ``.md`` (or wherever ``--results`` says); ``--out`` writes the RESULT.json (the default
+configuration at top level, every configuration under ``configs``, the recommendation and the goal).
 Nothing reads the QA answers; evidence is used only to score.
 """
 
@@ -36,7 +39,7 @@ from bench.common import LOCOMO, RESULTS, load_average, machine_info, percentile
 from bench.locomo import Conversation, load
 from bench.recall import HEADLINE, Scored, aggregate, score
 from bench.retrieval_kit import Embedders, IndexSpec, Ingested, Knobs, ingest
-from bench.retrieval_report import write_reports
+from bench.retrieval_report import GOAL, goal_met, write_reports
 from bench.retrieval_shape import Archive, Post, shape
 from memcore.model import SearchOptions
 
@@ -266,15 +269,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--via", choices=("inprocess", "backfill"), default="inprocess", help="ingest path")
     ap.add_argument("--budget", type=float, default=1376.0,
                     help="tokens@10 the recommended configuration may cost (default: MemPalace's 1,376)")
-    ap.add_argument("--results", type=Path, default=RESULTS, help="folder for retrieval.json/.png/.md")
+    ap.add_argument("--results", type=Path, default=None,
+                    help="folder for retrieval.json/.png/.md (default: bench/results after a full run)")
     args = ap.parse_args(argv)
 
     wanted = [c for c in CONFIGS if not args.configs or c.name in args.configs.split(",")]
     unknown = set(filter(None, args.configs.split(","))) - {c.name for c in CONFIGS}
     if unknown:
         ap.error(f"unknown configs: {', '.join(sorted(unknown))}")
-    if args.via == "backfill":
-        ingest([], IndexSpec(), Embedders(print), Knobs(), print, via="backfill")  # raises a clear error
+    if args.via != "inprocess":
+        ap.error(f"--via {args.via}: ingest through the Ray Data backfill job is not wired yet (use --via inprocess)")
     limit = 2 if args.quick else args.limit
     data = Dataset(args.data, limit)
     convs = data.convs()
@@ -301,16 +305,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         "best": best,
         "best_unbudgeted": best_any,
         "budget_tokens": args.budget,
+        "goal": {**GOAL, **{f"{n}_met": goal_met(results[c]["overall"])
+                            for n, c in (("default", default), ("best", best), ("best_unbudgeted", best_any))}},
         "ideas": [{"idea": i, "with": a, "without": b} for i, a, b in IDEAS if a in results and b in results],
-        "data": {"file": str(args.data), "conversations": len(convs), "questions": sum(len(c.questions) for c in convs),
-                 "quick": bool(args.quick)},
+        "data": {"file": str(args.data), "conversations": len(convs),
+                 "questions": sum(len(c.questions) for c in convs), "quick": bool(args.quick)},
         "machine": machine_info(),
         "configs": results,
     }
     if args.out is not None:
         write_json(args.out, report)
-    if not args.quick and limit is None and args.results is not None:
-        write_reports(report, args.results, [c.name for c in wanted])
+    full = not args.quick and limit is None and not args.configs
+    if args.results is not None or full:
+        write_reports(report, args.results or RESULTS, [c.name for c in wanted])
     log(f"best within {args.budget:.0f} tokens@10: {best}: {headline(results[best])}")
     log(f"best at any cost: {best_any}: {headline(results[best_any])}")
     return 0

@@ -3,18 +3,21 @@
 A Ray Data pipeline (schema: :mod:`jobs.schema`, docs/archive-format.md)::
 
     read (JSONL lines | Parquet rows, any pyarrow filesystem URI)
-      → validate (a bad row is reported and skipped whole)           map_batches tasks
+      → validate (a bad row is reported and skipped whole)             map_batches tasks
       → extract (verbatim; or LLM through ray.data.llm's HTTP processor)
-      → embed (actor pool, each actor holds the configured embedder)  map_batches, batch_size 256
-      → group by (app, user) → write through the user's shard actor   map_groups tasks
+      → group by (app, user)  (light rows: texts, no vectors yet)      sort shuffle
+      → embed + write (actor pool, each actor holds the configured     map_groups, one user per call
+        embedder; batches of 256; the user's shard actor writes)
 
-The writer orders a user's sessions by their first event (then id) and calls
-``ShardCore.backfill`` once per batch of sessions (at most ``write_chunk`` memories), one batch
-after the other: each call archives the sessions' turns, adds their entries with the
-precomputed vectors and moves each session's cursor to its last event, inside the user's
-FIFO. A session is written whole or not at all (an extraction error or a missing chunk skips
-it; a failed write stops the user there, so the user's order holds). Idempotent: the archive
-insert and the content-addressed entry ids make a re-run write nothing new.
+The embed+write stage orders a user's sessions by their first event (then id) and calls
+``ShardCore.backfill`` once per batch of whole sessions (``write_chunk`` memories or more), one
+batch after the other, embedding the next batch while the shard writes the previous one:
+each call archives the sessions' turns, adds their entries with the precomputed vectors and
+moves each session's cursor to its last event, inside the user's FIFO. Grouping before
+embedding keeps the shuffle light and lets writes overlap embedding (no barrier in between).
+A session is written whole or not at all (an extraction error or a missing chunk skips it; a
+failed write stops the user there, so the user's order holds). Idempotent: the archive insert
+and the content-addressed entry ids make a re-run write nothing new.
 """
 
 from __future__ import annotations
@@ -48,15 +51,16 @@ class BackfillOptions:
     concurrency: int = 1
     """Embedding actors (each holds one embedder)."""
     batch_size: int = 256
-    write_chunk: int = 2048
-    """At most this many memories per shard call (a user's sessions are split between calls)."""
+    write_chunk: int = 256
+    """A shard call carries whole sessions, at least this many memories (unless the user has fewer): the next
+    batch is embedded while the shard writes this one."""
     llm_concurrency: int = 4
     task_cpus: float = 0.25
     """CPUs each light task (read, validate, extract, write) asks for: they wait on I/O or on the shards,
     and a cluster whose Serve apps hold most CPUs must still schedule them next to the embedders."""
     embed_cpus: float = 1.0
     write_partitions: int | None = None
-    """Partitions of the group-by-user shuffle (default: the shard count, at least 2)."""
+    """Partitions of the group-by-user shuffle (default: the embedding actors, at least 2)."""
     progress_s: float = 10.0
     granularity: Granularity | None = None
     """The verbatim granularity (default: the settings' extractor.granularity)."""
@@ -90,6 +94,8 @@ class BackfillSummary:
     wall_s: float = 0.0
     error: str | None = None
     """Why the run stopped, when it did (the pipeline failed; rows written before stay: re-run it)."""
+    phases: dict[str, float] = field(default_factory=dict)
+    """Seconds from the start: first/last embedding batch, first/last write."""
     failures: list[dict[str, Any]] = field(default_factory=list)
 
     @property
@@ -148,100 +154,112 @@ def _snippet(value: Any) -> str:
     return text[:200]
 
 
-class Embed:
-    """Actor-pool stage: embeds the ``memory`` units of a batch (other units get a zero row)."""
+class EmbedWrite:
+    """Actor-pool stage (``map_groups``): all units of one user → embedded and written through its shard.
 
-    def __init__(self, make: EmbedderFactory, expected: dict[str, Any], stats: Any) -> None:
+    Each actor holds one embedder. A user's sessions go oldest first, in write batches of whole
+    sessions (at least ``write_chunk`` memories, unless the user has fewer); the batch's memories
+    are embedded (``batch_size`` at a time) while the shard still writes the previous batch: one
+    write of the user in flight at a time, so the shard sees the user's batches in order.
+    """
+
+    def __init__(self, settings: Settings, make: EmbedderFactory, expected: dict[str, Any], write_chunk: int,
+                 batch_size: int, stats: Any) -> None:
         self.embedder = make()
-        self.stats = stats
         if (self.embedder.name, self.embedder.dim) != (expected["name"], expected["dim"]):
             raise ValueError(f"the job's embedder {self.embedder.name} ({self.embedder.dim}) differs from the "
                              f"shards' {expected['name']} ({expected['dim']}): vectors would not match queries")
-
-    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        kinds = batch["kind"]
-        rows = np.flatnonzero(kinds == "memory")
-        vectors = np.zeros((len(kinds), self.embedder.dim), dtype=np.float32)
-        if rows.size:
-            vectors[rows] = self.embedder.embed_passages([str(t) for t in batch["text"][rows]])
-            self.stats.add.remote({"embedded": int(rows.size)})
-        return {**batch, "vector": vectors}
-
-
-class WriteUser:
-    """``map_groups`` function: all units of one user → ordered bulk writes through its shard."""
-
-    def __init__(self, settings: Settings, write_chunk: int, stats: Any) -> None:
         self.settings = settings
         self.write_chunk = write_chunk
+        self.batch_size = batch_size
         self.stats = stats
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        import ray
-
         key = UserKey(app=str(batch["app"][0]), user=str(batch["user"][0]))
-        sessions: dict[str, _Session] = {}
-        for i in range(len(batch["kind"])):
-            name = str(batch["session"][i])
-            s = sessions.setdefault(name, _Session(float(batch["first_ts"][i]), int(batch["n_chunks"][i])))
-            kind, payload = str(batch["kind"][i]), str(batch["payload"][i])
-            if kind == "events":
-                s.chunks[int(batch["chunk"][i])] = json.loads(payload)
-            elif kind == "error":
-                s.errors.append(payload)
-            else:
-                s.memories.append((int(batch["chunk"][i]), int(batch["pos"][i]), payload, i))
-        result = {"sessions_written": 0, "failed_sessions": 0, "turns": 0, "events_new": 0, "entries": 0,
-                  "entries_new": 0}
+        sessions = _sessions(batch)
         failures: list[dict[str, Any]] = []
-        pending: list[tuple[str, _Session]] = []
-        handle = shard_handle(self.settings, shard_of(key, self.settings.shards))
-        error = ""
-
-        def flush() -> None:
-            events = [(name, [e for c in sorted(s.chunks) for e in s.chunks[c]]) for name, s in pending]
-            mems = [m for _, s in pending for m in sorted(s.memories)]
-            vectors = batch["vector"][[m[3] for m in mems]] if mems else None
-            ack = ray.get(handle.backfill.remote(key, events, [json.loads(m[2]) for m in mems], vectors))
-            done = ack.value
-            turns = sum(_is_text(e) for _, evs in events for e in evs)
-            for name in ("events_new", "entries", "entries_new"):
-                result[name] += int(done[name])
-            result["sessions_written"] += len(pending)
-            result["turns"] += turns
-            self.stats.add.remote({"sessions_written": len(pending), "turns_written": turns,
-                                   "entries": int(done["entries"])})
-            pending.clear()
-
-        ordered = sorted(sessions.items(), key=lambda kv: (kv[1].first_ts, kv[0]))
-
-        def attempt(rest: list[str]) -> str:
-            try:
-                flush()
-                return ""
-            except Exception as exc:  # noqa: BLE001 - reported; the user's later sessions wait for a re-run
-                why = f"write failed: {type(exc).__name__}: {exc}"[:1000]
-                left = [p for p, _ in pending] + rest
-                failures.extend({"source": f"{key.app}/{key.user}/{p}", "error": why} for p in left)
-                pending.clear()
-                return why
-
-        for n, (name, s) in enumerate(ordered):
+        ready: list[tuple[str, _Session]] = []
+        for name, s in sorted(sessions.items(), key=lambda kv: (kv[1].first_ts, kv[0])):
             if s.errors or len(s.chunks) != s.n_chunks:
                 why = "; ".join(s.errors) or f"{len(s.chunks)} of {s.n_chunks} chunks arrived"
                 failures.append({"source": f"{key.app}/{key.user}/{name}", "error": why})
-                continue
-            pending.append((name, s))
-            if sum(len(p.memories) for _, p in pending) >= self.write_chunk:
-                error = attempt([o for o, _ in ordered[n + 1:]])
+            else:
+                ready.append((name, s))
+        batches: list[list[tuple[str, _Session]]] = [[]]
+        for item in ready:
+            if sum(len(s.memories) for _, s in batches[-1]) >= self.write_chunk:
+                batches.append([])
+            batches[-1].append(item)
+        result = dict.fromkeys(("sessions_written", "turns", "events_new", "entries", "entries_new"), 0)
+        handle = shard_handle(self.settings, shard_of(key, self.settings.shards))
+        in_flight: tuple[Any, list[tuple[str, _Session]], int] | None = None
+        error = ""
+        batches = [b for b in batches if b]
+        for n, part in enumerate(batches):
+            call = self._prepare(key, part, batch["payload"])
+            if in_flight is not None:
+                error = self._settle(in_flight, result)
                 if error:
+                    left = [name for name, _ in in_flight[1]] + [name for b in batches[n:] for name, _ in b]
+                    failures += [{"source": f"{key.app}/{key.user}/{p}", "error": error} for p in left]
+                    in_flight = None
                     break
-        if pending and not error:
-            error = attempt([])
-        result["failed_sessions"] = len(failures)
+            in_flight = (handle.backfill.remote(*call[:4]), part, call[4])
+        if in_flight is not None:
+            error = self._settle(in_flight, result)
+            if error:
+                failures += [{"source": f"{key.app}/{key.user}/{p}", "error": error} for p, _ in in_flight[1]]
         self.stats.add.remote({"users_done": 1, "failed_sessions": len(failures)}, failures)
         return {"app": np.array([key.app]), "user": np.array([key.user]), "error": np.array([error]),
-                **{k: np.array([v]) for k, v in result.items()}}
+                "failed_sessions": np.array([len(failures)]), **{k: np.array([v]) for k, v in result.items()}}
+
+    def _prepare(self, key: UserKey, part: list[tuple[str, _Session]], payloads: np.ndarray) -> tuple[Any, ...]:
+        """The shard call's arguments (the batch's memories embedded now) and the batch's turn count."""
+        events = [(name, _merged(s)) for name, s in part]
+        mems = [json.loads(str(payloads[m[2]])) for _, s in part for m in sorted(s.memories)]
+        vectors = None
+        if mems:
+            texts = [m["text"] for m in mems]
+            vectors = np.concatenate([self.embedder.embed_passages(texts[i:i + self.batch_size])
+                                      for i in range(0, len(texts), self.batch_size)])
+            self.stats.add.remote({"embedded": len(texts)})
+        turns = sum(_is_text(e) for _, evs in events for e in evs)
+        return key, events, mems, vectors, turns
+
+    def _settle(self, in_flight: tuple[Any, list[tuple[str, _Session]], int], result: dict[str, int]) -> str:
+        """Wait for a write; count it, or return why it failed (the user's later batches are not sent)."""
+        import ray
+
+        ref, part, turns = in_flight
+        try:
+            done = ray.get(ref).value
+        except Exception as exc:  # noqa: BLE001 - reported; the user's later sessions wait for a re-run
+            cause = getattr(exc, "cause", None) or exc
+            return f"write failed: {type(cause).__name__}: {cause}"[:1000]
+        for name in ("events_new", "entries", "entries_new"):
+            result[name] += int(done[name])
+        result["sessions_written"] += len(part)
+        result["turns"] += turns
+        self.stats.add.remote({"sessions_written": len(part), "turns_written": turns,
+                               "entries": int(done["entries"])})
+        return ""
+
+
+def _sessions(batch: dict[str, np.ndarray]) -> dict[str, _Session]:
+    """The units of one user by session (a session given in two rows merges)."""
+    sessions: dict[str, _Session] = {}
+    for i in range(len(batch["kind"])):
+        name = str(batch["session"][i])
+        s = sessions.setdefault(name, _Session(float(batch["first_ts"][i]), int(batch["n_chunks"][i])))
+        s.first_ts = min(s.first_ts, float(batch["first_ts"][i]))
+        kind = str(batch["kind"][i])
+        if kind == "events":
+            s.chunks.setdefault(int(batch["chunk"][i]), []).extend(json.loads(str(batch["payload"][i])))
+        elif kind == "error":
+            s.errors.append(str(batch["payload"][i]))
+        else:
+            s.memories.append((int(batch["chunk"][i]), int(batch["pos"][i]), i))
+    return sessions
 
 
 @dataclass
@@ -250,7 +268,20 @@ class _Session:
     n_chunks: int
     chunks: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
-    memories: list[tuple[int, int, str, int]] = field(default_factory=list)
+    memories: list[tuple[int, int, int]] = field(default_factory=list)
+    """(chunk, position, row) of each memory unit."""
+
+
+def _merged(session: _Session) -> list[dict[str, Any]]:
+    """The session's events in chunk order, each id once (its first occurrence); the archive orders by time."""
+    seen: set[str] = set()
+    out = []
+    for c in sorted(session.chunks):
+        for e in session.chunks[c]:
+            if e["id"] not in seen:
+                seen.add(e["id"])
+                out.append(e)
+    return out
 
 
 def _is_text(event: dict[str, Any]) -> bool:
@@ -294,16 +325,13 @@ def build(settings: Settings, source: Source, options: BackfillOptions, stats: A
         units = sessions.map_batches(_named(extract.VerbatimStage(granularity), "extract_verbatim"), **light)
     expected = ray_get(shard_handle(settings, 0).embedder_info.remote())
     make = embedder_factory or functools.partial(factory.build_embedder, settings.embedder)
-    pool = ray.data.ActorPoolStrategy(size=options.concurrency)
-    embedded = units.map_batches(Embed, fn_constructor_args=(make, expected, stats), batch_format="numpy",
-                                 batch_size=options.batch_size, compute=pool, num_cpus=options.embed_cpus)
-    writer = WriteUser(settings, options.write_chunk, stats)
-    # few partitions: a partition is a writer task, and the shards are the bottleneck anyway (the
-    # default of 200 partitions costs tens of seconds of scheduling on a small cluster)
-    partitions = options.write_partitions or max(2, settings.shards)
-    return embedded.groupby(["app", "user"], num_partitions=partitions).map_groups(
-        _named(writer, "write_user"), batch_format="numpy", num_cpus=options.task_cpus)
-
+    # group the light unit rows (no vectors yet) by user; few partitions: the default of 200 costs
+    # tens of seconds of scheduling on a small cluster, and the embedders are the bottleneck
+    partitions = options.write_partitions or max(2, options.concurrency)
+    return units.groupby(["app", "user"], num_partitions=partitions).map_groups(
+        EmbedWrite, fn_constructor_args=(settings, make, expected, options.write_chunk, options.batch_size, stats),
+        compute=ray.data.ActorPoolStrategy(size=options.concurrency), batch_format="numpy",
+        num_cpus=options.embed_cpus)
 
 
 def ray_get(ref: Any) -> Any:
@@ -326,7 +354,7 @@ def run_backfill(
 
     options = options or BackfillOptions()
     shard_handles(settings)  # fail early when the cluster's shards are not there
-    stats = stats_actor()
+    stats = stats_actor(time.time())
     t0 = time.monotonic()
     summary = BackfillSummary()
     log(f"backfill: reading {source.describe()} into {settings.shards} shards (namespace {settings.namespace})")
@@ -357,6 +385,10 @@ def run_backfill(
     summary.failed_sessions = counts.get("failed_sessions", 0)
     summary.failures = snap["failures"]
     summary.wall_s = time.monotonic() - t0
+    times = snap["times"]
+    for label, name in (("embedding", "embedded"), ("writes", "sessions_written")):
+        if name in times:
+            summary.phases[f"{label}_first_s"], summary.phases[f"{label}_last_s"] = times[name]
     if error is not None:
         summary.error = error
         summary.failures.append({"source": "job", "error": error})

@@ -50,27 +50,33 @@ def shard_handles(settings: Settings) -> list[Any]:
 class JobStats:
     """Counters and failure samples of one job run (a Ray actor; the stages report to it)."""
 
-    def __init__(self) -> None:
+    def __init__(self, started: float | None = None) -> None:
         self.counts: dict[str, int] = {}
         self.failures: list[dict[str, Any]] = []
-        self.started = time.time()
+        self.started = time.time() if started is None else started
+        self.times: dict[str, list[float]] = {}
+        """Seconds since the start at which each counter first and last grew (the job's phases)."""
 
     def add(self, counts: dict[str, int], failures: list[dict[str, Any]] | None = None) -> None:
+        now = round(time.time() - self.started, 3)
         for name, n in counts.items():
             self.counts[name] = self.counts.get(name, 0) + int(n)
+            if n:
+                self.times.setdefault(name, [now, now])[1] = now
         for f in failures or []:
             if len(self.failures) < MAX_FAILURE_SAMPLES:
                 self.failures.append(f)
 
     def snapshot(self) -> dict[str, Any]:
-        return {"counts": dict(self.counts), "failures": list(self.failures),
+        return {"counts": dict(self.counts), "failures": list(self.failures), "times": dict(self.times),
                 "elapsed_s": time.time() - self.started}
 
 
-def stats_actor() -> Any:
+def stats_actor(started: float | None = None) -> Any:
+    """A :class:`JobStats` actor; ``started`` (``time.time()`` of the driver) anchors its phase times."""
     import ray
 
-    return ray.remote(num_cpus=0)(JobStats).remote()
+    return ray.remote(num_cpus=0)(JobStats).remote(started)
 
 
 @contextmanager
@@ -99,13 +105,14 @@ def progress(stats: Any, render: Callable[[dict[str, Any]], str], log: Callable[
             thread.join(5)
 
 
-def rss_bytes(pids: list[int]) -> int:
-    """Resident memory of these processes (from /proc; 0 for a process that is gone)."""
+def memory_bytes(pids: list[int], field: str = "Pss") -> int:
+    """Memory of these processes from /proc/<pid>/smaps_rollup: ``Pss`` (shared pages — the object
+    store's mapping, libraries — split between the processes that map them) or ``Rss``."""
     total = 0
     for pid in pids:
         try:
-            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
+            for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+                if line.startswith(f"{field}:"):
                     total += int(line.split()[1]) * 1024
                     break
         except (OSError, ValueError, IndexError):

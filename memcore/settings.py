@@ -43,6 +43,9 @@ class EmbedderSettings(BaseModel):
 
 
 class HttpSettings(BaseModel):
+    embed_queries_in_ingress: bool = True
+    """Ingress replicas embed search queries themselves (a small model per replica) instead of
+    the shard asking the embedder deployment: one Ray hop fewer on the search path."""
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=1, le=65535)
     max_body_bytes: int = Field(default=1_048_576, ge=1024)

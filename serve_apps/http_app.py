@@ -44,6 +44,7 @@ from starlette.types import Scope
 from actors.backend import ShardBackend, unwrap
 from memcore.errors import AuthenticationError, NotFoundError, PermissionDeniedError, StoreError, ValidationError
 from memcore.model import UserKey
+from memcore.ports import Embedder
 from memcore.service import make_key
 from memcore.settings import HttpSettings, Settings
 from memcore.tools import ALL_TOOLS, ToolMode, exposed_schemas
@@ -95,10 +96,14 @@ def _errors(*extra: int) -> dict[int | str, dict[str, Any]]:
 
 
 # ---------------------------------------------------------------- state and auth
-def attach(app: FastAPI, backend: ShardBackend, settings: Settings) -> None:
-    """Give the app its shard backend and settings (routes read them from ``app.state``)."""
+def attach(app: FastAPI, backend: ShardBackend, settings: Settings, query_embedder: Embedder | None = None) -> None:
+    """Give the app its shard backend and settings (routes read them from ``app.state``).
+
+    With a ``query_embedder`` the search route embeds the query in this process and sends the
+    vector to the shard (one hop fewer than the shard asking the embedder deployment)."""
     app.state.backend = backend
     app.state.settings = settings
+    app.state.query_embedder = query_embedder
 
 
 def _state(request: Request) -> tuple[ShardBackend, Settings]:
@@ -287,7 +292,13 @@ def _memory_routes(router: APIRouter) -> None:
                  summary="Search memories", tags=["search"])
     async def search_memories(request: Request, app: App, user: User, options: SearchRequest) -> Response:
         """Hybrid (dense + BM25, RRF) or dense search with every option; an empty query returns no hits."""
-        hits, _ = await _call(request, make_key(app, user), "search", options.options())
+        key, opts = make_key(app, user), options.options()
+        embedder = getattr(request.app.state, "query_embedder", None)
+        if embedder is not None and opts.query.strip():
+            vector = (await asyncio.to_thread(embedder.embed_queries, [opts.query]))[0]
+            hits, _ = await _call(request, key, "search", opts, vector)
+        else:
+            hits, _ = await _call(request, key, "search", opts)
         return JSONResponse({"hits": _json(hits)})
 
     @router.post("/preload", response_model=PreloadResponse, responses=_errors(), summary="Preload memories",

@@ -9,6 +9,7 @@ from ray import serve
 
 from actors.remote_embedder import RemoteEmbedder
 from actors.router import RayShardBackend
+from memcore.factory import build_embedder
 from memcore.settings import Settings
 from serve_apps.embedder import DEPLOYMENT_NAME as EMBEDDER_NAME
 from serve_apps.http_app import attach, create_app
@@ -28,7 +29,8 @@ class IngressDeployment:
         self.backend.ensure_all()
         self._embedder = embedder  # keeps the bound Embedder deployment a dependency of this app
         self._asgi = create_app()
-        attach(self._asgi, self.backend, self.settings)
+        query_embedder = build_embedder(self.settings.embedder) if self.settings.http.embed_queries_in_ingress else None
+        attach(self._asgi, self.backend, self.settings, query_embedder)
 
     def __serve_build_asgi_app__(self) -> FastAPI:
         return self._asgi

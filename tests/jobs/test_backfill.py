@@ -56,12 +56,12 @@ def test_bad_rows_are_reported_and_skipped_whole(make_cluster: Any, tmp_path: Pa
     bad_event["events"][1]["role"] = "robot"  # one invalid event rejects the whole session
     dup_ids = session_row("shop", "cid", "dup", [("user", "duplicate one"), ("user", "duplicate two")])
     dup_ids["events"][1]["id"] = dup_ids["events"][0]["id"]
-    rows = [good, "{not json", {**good, "user": ""}, {**good, "sesion": "typo"}, bad_event, dup_ids,
+    rows = [good, good, "{not json", {**good, "user": ""}, {**good, "sesion": "typo"}, bad_event, dup_ids,
             {**good, "session": "ts", "events": [{"id": "x", "role": "user", "content": "c", "timestamp": "soon"}]}]
     path = write_jsonl(tmp_path / "mixed.jsonl", rows)
     summary = run_backfill(cluster.settings, Source(paths=[str(path)]), BackfillOptions(progress_s=0), log=print)
-    assert summary.error is None
-    assert (summary.sessions_written, summary.failed_rows) == (1, 6)
+    assert summary.error is None and summary.failed_sessions == 0
+    assert (summary.sessions_written, summary.failed_rows) == (1, 6)  # a session given twice is written once
     errors = " | ".join(f["error"] for f in summary.failures)
     for needle in ("not valid JSON", "user", "unknown keys ['sesion']", "events.1.role", "duplicate event id",
                    "events.0.timestamp"):
