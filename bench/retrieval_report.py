@@ -129,6 +129,8 @@ def markdown(report: dict[str, Any], names: Sequence[str]) -> str:
 
 def plot(report: dict[str, Any], names: Sequence[str], path: Path) -> None:
     plt = plot_style()
+    from matplotlib.ticker import NullFormatter
+
     results = report["configs"]
     fig, axes = plt.subplots(1, 3, figsize=(16, 5.2))
     for ax, metric, label in ((axes[0], "session_recall_any@5", "session any@5"),
@@ -143,6 +145,9 @@ def plot(report: dict[str, Any], names: Sequence[str], path: Path) -> None:
             ax.annotate(peer, (vals[2], y), fontsize=6, color="#7f7f7f", xytext=(3, -8), textcoords="offset points")
         ax.axhline(GOAL[metric], color="#d62728", ls="--", lw=1, label=f"goal {GOAL[metric]}")
         ax.set_xscale("log")
+        ticks = [200, 500, 1000, 2000, 5000]
+        ax.set_xticks(ticks, [f"{t:,}" for t in ticks])
+        ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel("tokens@10 (log)")
         ax.set_ylabel(label)
         ax.set_title(f"{label} vs context cost (categories 1-4)")
@@ -161,7 +166,7 @@ def plot(report: dict[str, Any], names: Sequence[str], path: Path) -> None:
     ax.set_xticks(range(len(cats)), [f"{c} {CATEGORIES[int(c)]}" for c in cats])
     ax.set_ylim(0, 1.05)
     ax.set_title("by category")
-    ax.legend(loc="lower left", fontsize=6)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2, fontsize=6)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)

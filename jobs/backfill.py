@@ -359,6 +359,7 @@ def run_backfill(
     summary = BackfillSummary()
     log(f"backfill: reading {source.describe()} into {settings.shards} shards (namespace {settings.namespace})")
     error: str | None = None
+    written_failed = 0
     ctx = ray.data.DataContext.get_current()
     strategy = ctx.shuffle_strategy
     # the pull-based sort shuffle groups users without the hash shuffle's aggregator actors
@@ -373,16 +374,21 @@ def run_backfill(
                 summary.entries += int(row["entries"])
                 summary.entries_new += int(row["entries_new"])
                 summary.events_new += int(row["events_new"])
+                written_failed += int(row["failed_sessions"])
         except Exception as exc:  # noqa: BLE001 - the summary says the run failed, and why
             error = f"{type(exc).__name__}: {str(exc)[:2000]}"
         finally:
             ctx.shuffle_strategy = strategy
     snap = ray_get(stats.snapshot.remote())
+    deadline = time.monotonic() + 10  # the stages report without waiting: let their last reports land
+    while snap["counts"].get("users_done", 0) < summary.users and time.monotonic() < deadline:
+        time.sleep(0.05)
+        snap = ray_get(stats.snapshot.remote())
     counts = snap["counts"]
     summary.sessions = counts.get("sessions", 0)
     summary.skipped = counts.get("skipped", 0)
     summary.failed_rows = counts.get("failed_rows", 0)
-    summary.failed_sessions = counts.get("failed_sessions", 0)
+    summary.failed_sessions = max(written_failed, counts.get("failed_sessions", 0))
     summary.failures = snap["failures"]
     summary.wall_s = time.monotonic() - t0
     times = snap["times"]
