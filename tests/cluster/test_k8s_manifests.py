@@ -367,10 +367,7 @@ def test_rayservice_serve_config_apps() -> None:
     assert len(names) == len(set(names))
     for a in config["applications"]:
         assert re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*", a["import_path"]), a["import_path"]
-        if module_file(a["import_path"]) is None:
-            if a["import_path"] == k8s_config.LLM_IMPORT_PATH:
-                pytest.skip("serve_apps/llm_app.py is not in this tree yet (added by the vLLM extractor work)")
-            pytest.fail(f"{a['import_path']}: no module file in the repository")
+        assert module_file(a["import_path"]) is not None, f"{a['import_path']}: no module file in the repository"
     memcluster = app(config, "serve_apps.builder:build_app")
     assert memcluster["args"]["ingress_autoscaling"]["max_replicas"] > memcluster["args"]["ingress_autoscaling"][
         "min_replicas"]
@@ -430,8 +427,7 @@ def test_gpu_group_fits_the_llm_app() -> None:
 
 def test_llm_app_args_validate() -> None:
     """The extractor app's args are what serve_apps.llm_app accepts (a pure module: no Ray, no vLLM)."""
-    if module_file(k8s_config.LLM_IMPORT_PATH) is None:
-        pytest.skip("serve_apps/llm_app.py is not in this tree")
+    assert module_file(k8s_config.LLM_IMPORT_PATH) is not None
     from serve_apps.llm_app import LLMAppArgs
 
     LLMAppArgs.model_validate(llm_args(served(rayservice())))
