@@ -4,10 +4,11 @@
 
 1. wal: does an update that Qdrant Edge acknowledged, but that was never flushed, survive SIGKILL?
 2. add: MemoryService.add latency with the edge store as shipped (flush after every write) and with
-   the flush left to close (a subclass, memcore untouched); keyword index as shipped in both.
+   the flush left to close (a subclass, memcore untouched), side by side, adds alternating; the
+   keyword index as shipped in both.
 3. dense: the edge query of a hybrid search's candidate pool (100) with payloads + Entry parsing
    (as shipped) against ids only, plus retrieve() of the 10 survivors, for users of several sizes.
-4. threads: one-query embedding latency with torch at 1 and 2 intra-op threads, interleaved.
+4. threads: one-query embedding latency with torch at 1 and 2 intra-op threads (alternating blocks).
 Uses the engine benchmark's cached vectors (run bench/engine.py first). Measured on a shared machine:
 the load average is recorded with each probe.
 """
@@ -15,6 +16,7 @@ the load average is recorded with each probe.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import subprocess
@@ -67,6 +69,7 @@ def wal_probe() -> dict[str, Any]:
 
 
 def add_probe(n: int, vecs: np.ndarray, mems: list, user_of: np.ndarray, adds: int) -> dict[str, Any]:
+    """Two services side by side (same data), single adds alternating between them."""
     from bench.engine import user_key
     from memcore.service import MemoryService
     from memcore.stores.embedders import HashingEmbedder
@@ -79,19 +82,20 @@ def add_probe(n: int, vecs: np.ndarray, mems: list, user_of: np.ndarray, adds: i
                 for op in operations:
                     shard.update(op)
 
-    out: dict[str, Any] = {}
-    for name, cls in (("flush_every_write", QdrantEdgeStore), ("flush_on_close", NoFlushEdge)):
-        with tempfile.TemporaryDirectory() as tmp:
-            svc = MemoryService(cls(Path(tmp) / "v", DIM), TantivyIndex(Path(tmp) / "k"), HashingEmbedder(DIM))
-            for u in np.unique(user_of[:n]):
-                rows = np.flatnonzero(user_of[:n] == u)
-                for lo in range(0, len(rows), 256):
-                    part = rows[lo : lo + 256]
-                    svc.add_many(user_key(int(u)), [mems[i] for i in part], vectors=vecs[part])
-            extra = [(user_key(int(user_of[i])), {"text": f"probe {name} {i}: " + mems[i]["text"]}, vecs[i][None])
-                     for i in range(adds)]
-            times = time_calls(lambda it, svc=svc: svc.add(it[0], it[1], vector=it[2]), extra, warmup=5)
-            out[name] = percentiles(times) | {"load_average": load_average()}
+    variants = {"flush_every_write": QdrantEdgeStore, "flush_on_close": NoFlushEdge}
+    with tempfile.TemporaryDirectory() as tmp:
+        svcs = {name: MemoryService(cls(Path(tmp) / name / "v", DIM), TantivyIndex(Path(tmp) / name / "k"),
+                                    HashingEmbedder(DIM)) for name, cls in variants.items()}
+        for u in np.unique(user_of[:n]):
+            rows = np.flatnonzero(user_of[:n] == u)
+            for svc in svcs.values():
+                svc.add_many(user_key(int(u)), [mems[i] for i in rows], vectors=vecs[rows])
+        items = [(name, user_key(int(user_of[i])), {"text": f"probe {i}: " + mems[i]["text"]}, vecs[i][None])
+                 for i in range(adds) for name in variants]
+        times = time_calls(lambda it: svcs[it[0]].add(it[1], it[2], vector=it[3]), items, warmup=10)
+        out: dict[str, Any] = {name: percentiles(times[k :: len(variants)]) for k, name in enumerate(variants)}
+        out["load_average"] = load_average()
+        for svc in svcs.values():
             svc.vectors.close()
             svc.keywords.close()
     return out
@@ -149,21 +153,19 @@ def dense_probe(vecs: np.ndarray, mems: list, user_of: np.ndarray, queries: np.n
     return out
 
 
-def threads_probe(texts: list[str]) -> dict[str, Any]:
+def threads_probe(texts: list[str], block: int = 25) -> dict[str, Any]:
+    """Blocks of ``block`` queries at 1 and at 2 torch threads, alternating; a block's first call untimed."""
     import torch
 
     from memcore.stores.embedders import MiniLMEmbedder
 
     emb = MiniLMEmbedder()
-    pairs = [(t, k) for t in texts for k in (1, 2)]
-
-    def one(p: tuple[str, int]) -> None:
-        torch.set_num_threads(p[1])
-        emb.embed_queries([p[0]])
-
-    times = time_calls(one, pairs, warmup=10)
-    return {"threads_1": percentiles(times[0::2]), "threads_2": percentiles(times[1::2]),
-            "load_average": load_average()}
+    times: dict[int, list[float]] = {1: [], 2: []}
+    for lo in range(0, len(texts), block):
+        for k in (1, 2):
+            torch.set_num_threads(k)
+            times[k] += time_calls(lambda t: emb.embed_queries([t]), texts[lo : lo + block], warmup=1)
+    return {f"threads_{k}": percentiles(v) for k, v in times.items()} | {"load_average": load_average()}
 
 
 def main() -> int:
@@ -189,7 +191,8 @@ def main() -> int:
 
     vecs, _ = embed_cached(f"minilm_s{args.seed}", texts_for, args.entries, no_embedding)
     mems, user_of = memory_dataset(texts, base, args.seed, 1000)
-    res: dict[str, Any] = {"machine": machine_info(), "config": {k: str(v) for k, v in vars(args).items()}}
+    res: dict[str, Any] = json.loads(args.out.read_text()) if args.out.exists() else {}
+    res |= {"machine": machine_info(), "config": {k: str(v) for k, v in vars(args).items()}}
     if "wal" in args.probes:
         res["wal"] = wal_probe()
         print("wal", res["wal"], flush=True)
