@@ -3,7 +3,8 @@
 Shard ``k`` is the actor ``shard-{k}`` in the settings' namespace, created idempotently
 (``get_if_exists``) and restarted by Ray after a crash (``max_restarts=-1``) under the same name;
 it then reopens its stores (see :class:`actors.shard.ShardCore`). Users map to shards by the
-stable hash of (app, user) — never Python's ``hash()``.
+stable hash of (app, user) — never Python's ``hash()``. Shards are placed with Ray's ``SPREAD``
+strategy, so a lost node takes as few writers as possible with it (and they restart elsewhere).
 
 Reads that hit a restarting actor are retried for up to ``read_retry_s``; writes are not
 retried here (an update is not idempotent): they fail with a StoreError (HTTP 503 + retry hint).
@@ -64,6 +65,7 @@ class RayShardBackend:
                 max_task_retries=0,
                 max_concurrency=self._max_concurrency,
                 num_cpus=0,
+                scheduling_strategy="SPREAD",
             ).remote(self.settings, shard, embedder)
             self._actors[shard] = handle
         return handle

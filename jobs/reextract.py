@@ -12,7 +12,9 @@ Steps (the shard side is :mod:`actors.generations`):
 4. only when every user succeeded, each shard switches: writes are held for a moment, what
    was written meanwhile is carried over, the ``current`` pointer file is replaced atomically
    and reads move to generation N. A user lives on one shard, so every read of a user sees one
-   generation. Qdrant server: afterwards the alias ``<collection>`` points at ``<collection>_gN``.
+   generation. Qdrant server: afterwards the alias ``<collection>`` points at ``<collection>_gN``
+   (after the first re-extraction the real collection of generation 1 still holds that name: the
+   alias is created when ``--drop-generation 1`` deletes it). Shards without a pointer file follow it.
 
 Any failure before the switch aborts generation N on every shard (reads never left the old
 one); a failure during the switch switches the shards already moved back. The old generation
@@ -195,7 +197,8 @@ def _rollback(settings: Settings, handles: list[Any], gen: int, previous: dict[i
 
 
 def run_drop(settings: Settings, generation: int, *, log: Callable[[str], None] = print) -> list[dict[str, Any]]:
-    """Delete generation ``generation`` on every shard (refused where it is the one served)."""
+    """Delete generation ``generation`` on every shard (refused where it is the one served); Qdrant server:
+    dropping generation 1 frees the collection name, and the alias then points at the generation served."""
     handles = shard_handles(settings)
     current = {i["current"] for i in _call_all(handles, "generation_info")}
     if generation in current:
@@ -203,6 +206,10 @@ def run_drop(settings: Settings, generation: int, *, log: Callable[[str], None] 
     results = _call_all(handles, "drop_generation", generation)
     _server_collection(settings, generation, "drop")
     log(f"reextract: dropped generation {generation} on {sum(bool(r['removed']) for r in results)} shards")
+    if generation == 1 and len(current) == 1:  # server: the collection name is free for the alias now
+        alias = _server_collection(settings, current.pop(), "alias")
+        if alias:
+            log(f"reextract: alias {alias}")
     return results
 
 
@@ -218,13 +225,10 @@ def _server_collection(settings: Settings, generation: int, action: str) -> str 
     vs = settings.vector_store
     if vs.backend != "server" or not vs.url:
         return None
-    from qdrant_client import QdrantClient
-
     from memcore.stores.qdrant import alias_target, switch_alias
 
     name = factory.generation_collection(vs.collection, generation)
-    client = QdrantClient(url=vs.url, api_key=vs.api_key.get_secret_value() if vs.api_key else None, https=vs.https)
-    try:
+    with factory.server_client(settings) as client:
         if action in ("delete", "drop"):
             if (generation > 1 or action == "drop") and alias_target(client, name) is None \
                     and client.collection_exists(name):
@@ -232,5 +236,3 @@ def _server_collection(settings: Settings, generation: int, action: str) -> str 
             return None
         switch_alias(client, vs.collection, name)
         return f"{vs.collection} -> {name}"
-    finally:
-        client.close()

@@ -5,21 +5,32 @@ shard directory itself (``shard_dir/{vectors,keywords}``); generation N >= 2 liv
 ``shard_dir/gen-000N/{vectors,keywords}``. The file ``shard_dir/current`` names the generation a
 shard serves (missing: 1); :func:`set_current_generation` replaces it atomically (temp file,
 fsync, ``os.replace``). With the Qdrant server backend generation N >= 2 is the collection
-``<collection>_gN`` (the keyword index stays per shard directory).
+``<collection>_gN`` (the keyword index stays per shard directory), and once the name is free the
+alias ``<collection>`` points at the generation served: a shard without a pointer file (a new
+cluster, a lost disk) follows the alias.
+
+Server backend seam: :func:`share_qdrant_client` makes every store of one ``vector_store.url``
+in this process use one existing client (tests: a qdrant-client ``":memory:"`` engine shared by
+all shards of a ``LocalShardBackend``, standing in for a Qdrant server).
 """
 
 from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memcore.errors import ValidationError
 from memcore.ids import shard_of
 from memcore.ports import Embedder, KeywordIndex, VectorStore
 from memcore.service import MemoryService
 from memcore.settings import EmbedderSettings, Settings
+
+if TYPE_CHECKING:
+    from qdrant_client import QdrantClient
 
 
 def build_embedder(cfg: EmbedderSettings) -> Embedder:
@@ -61,13 +72,60 @@ def generation_collection(collection: str, generation: int = 1) -> str:
     return collection if generation == 1 else f"{collection}_g{generation}"
 
 
+_SHARED_CLIENTS: dict[str, QdrantClient] = {}
+
+
+def share_qdrant_client(url: str, client: QdrantClient | None) -> None:
+    """Serve ``vector_store.url == url`` from ``client`` in this process (None: stop); stores never close it.
+
+    Only this process sees it: Ray actors elsewhere still connect to ``url``.
+    """
+    if client is None:
+        _SHARED_CLIENTS.pop(url, None)
+    else:
+        _SHARED_CLIENTS[url] = client
+
+
+@contextmanager
+def server_client(settings: Settings) -> Iterator[QdrantClient]:
+    """A qdrant-client of the server backend's settings (the shared one, or a new one closed afterwards)."""
+    vs = settings.vector_store
+    if not vs.url:
+        raise ValidationError("vector_store.url is required for the server backend", field="vector_store.url")
+    shared = _SHARED_CLIENTS.get(vs.url)
+    if shared is not None:
+        yield shared
+        return
+    from qdrant_client import QdrantClient
+
+    client = QdrantClient(url=vs.url, api_key=vs.api_key.get_secret_value() if vs.api_key else None, https=vs.https)
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+def aliased_generation(settings: Settings) -> int:
+    """The generation whose collection the alias ``<collection>`` points at (1: no such alias)."""
+    from memcore.stores.qdrant import alias_target
+
+    collection = settings.vector_store.collection
+    with server_client(settings) as client:
+        target = alias_target(client, collection)
+    prefix = f"{collection}_g"
+    if target and target.startswith(prefix) and target[len(prefix):].isdigit():
+        return max(1, int(target[len(prefix):]))
+    return 1
+
+
 def current_generation(settings: Settings, shard: int) -> int:
-    """The generation shard ``shard`` serves (the ``current`` pointer file; 1 when there is none)."""
+    """The generation shard ``shard`` serves: the ``current`` pointer file; without one, 1, or with the
+    server backend the generation the alias ``<collection>`` points at."""
     path = shard_dir(settings, shard) / CURRENT_FILE
     try:
         text = path.read_text(encoding="utf-8").strip()
     except FileNotFoundError:
-        return 1
+        return aliased_generation(settings) if settings.vector_store.backend == "server" else 1
     if not text.isdigit() or int(text) < 1:
         raise ValueError(f"{path} holds {text!r}, not a generation number")
     return int(text)
@@ -106,6 +164,9 @@ def build_vector_store(settings: Settings, shard: int, dim: int, generation: int
 
         if not vs.url:
             raise ValidationError("vector_store.url is required for the server backend", field="vector_store.url")
+        shared = _SHARED_CLIENTS.get(vs.url)
+        if shared is not None:
+            return QdrantServerStore(shared, generation_collection(vs.collection, generation), dim)
         return QdrantServerStore.connect(
             url=vs.url,
             api_key=vs.api_key.get_secret_value() if vs.api_key else None,
