@@ -166,13 +166,15 @@ def build_vector_store(settings: Settings, shard: int, dim: int, generation: int
             raise ValidationError("vector_store.url is required for the server backend", field="vector_store.url")
         shared = _SHARED_CLIENTS.get(vs.url)
         if shared is not None:
-            return QdrantServerStore(shared, generation_collection(vs.collection, generation), dim)
+            return QdrantServerStore(shared, generation_collection(vs.collection, generation), dim,
+                                     layout=vs.collection_layout())
         return QdrantServerStore.connect(
             url=vs.url,
             api_key=vs.api_key.get_secret_value() if vs.api_key else None,
             https=vs.https,
             collection=generation_collection(vs.collection, generation),
             dim=dim,
+            layout=vs.collection_layout(),
         )
     from memcore.stores.qdrant_edge import QdrantEdgeStore
 

@@ -12,7 +12,7 @@ payload indexes and says so in a warning that this adapter silences).
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
@@ -88,10 +88,14 @@ class QdrantServerStore:
     Engine failures raise :class:`memcore.errors.StoreError`; bad arguments ``ValueError``.
     """
 
-    def __init__(self, client: QdrantClient, collection: str, dim: int, *, owns_client: bool = False) -> None:
-        """``owns_client``: :meth:`close` also closes ``client`` (true for :meth:`connect`)."""
+    def __init__(self, client: QdrantClient, collection: str, dim: int, *, owns_client: bool = False,
+                 layout: Mapping[str, int] | None = None) -> None:
+        """``owns_client``: :meth:`close` also closes ``client`` (true for :meth:`connect`). ``layout``:
+        ``shard_number`` / ``replication_factor`` / ``write_consistency_factor`` used when this store
+        creates the collection (an existing collection keeps its own)."""
         if dim < 1:
             raise ValueError("dim must be at least 1")
+        self.layout = dict(layout or {})
         self.client = client
         self._owns_client = owns_client
         self.collection = collection
@@ -109,11 +113,12 @@ class QdrantServerStore:
         api_key: str | None = None,
         https: bool | None = None,
         timeout: int | None = None,
+        layout: Mapping[str, int] | None = None,
     ) -> QdrantServerStore:
         """A store on the server at ``url`` (``https`` None: taken from the URL scheme)."""
         client = QdrantClient(url=url, api_key=api_key, https=https, timeout=timeout)
         try:
-            return cls(client, collection, dim, owns_client=True)
+            return cls(client, collection, dim, owns_client=True, layout=layout)
         except BaseException:
             client.close()
             raise
@@ -125,6 +130,7 @@ class QdrantServerStore:
                     client.create_collection(
                         self.collection,
                         vectors_config=models.VectorParams(size=self.dim, distance=models.Distance.COSINE),
+                        **self.layout,  # type: ignore[arg-type]
                     )
                 except Exception:
                     if not client.collection_exists(self.collection):  # else: created concurrently

@@ -49,11 +49,16 @@ class RecordingClient(QdrantClient):
     def __init__(self) -> None:
         super().__init__(":memory:")
         self.indexes: dict[tuple[str, str], Any] = {}
+        self.layouts: dict[str, dict[str, Any]] = {}
 
     def create_payload_index(self, collection_name: str, field_name: str, field_schema: Any = None,
                              **kwargs: Any) -> Any:
         self.indexes[(collection_name, field_name)] = field_schema
         return super().create_payload_index(collection_name, field_name, field_schema=field_schema, **kwargs)
+
+    def create_collection(self, collection_name: str, *args: Any, **kwargs: Any) -> bool:
+        self.layouts[collection_name] = {k: v for k, v in kwargs.items() if k != "vectors_config"}
+        return super().create_collection(collection_name, *args, **kwargs)
 
 
 def server_settings(data_dir: Path, collection: str = "memcluster") -> Settings:
@@ -221,6 +226,22 @@ def test_one_shared_collection_with_payload_indexes(deployments: dict[str, Serve
         "event_ts": models.PayloadSchemaType.FLOAT,
         "deleted": models.PayloadSchemaType.BOOL,
     }
+
+
+def test_sharding_and_replication_from_settings(tmp_path: Path, embedder: Any, qdrant: RecordingClient) -> None:
+    """``vector_store.shard_number`` / ``replication_factor`` / ``write_consistency_factor`` shape the
+    collection memcluster creates (the in-process engine accepts and ignores them; a server applies them)."""
+    layout = {"shard_number": 6, "replication_factor": 2, "write_consistency_factor": 2}
+    settings = make_settings(tmp_path, embedder={"kind": "minilm-l3"}, vector_store={
+        "backend": "server", "url": URL, "collection": "replicated", **layout})
+    store = factory.build_vector_store(settings, 0, embedder.dim)
+    try:
+        assert qdrant.layouts["replicated"] == layout
+    finally:
+        store.close()
+    plain = factory.build_vector_store(server_settings(tmp_path / "plain", "plain"), 0, embedder.dim)
+    plain.close()
+    assert qdrant.layouts["plain"] == {}  # unset: the server's own defaults
 
 
 def test_an_operator_made_collection_is_kept_and_indexed(tmp_path: Path, embedder: Any,
