@@ -26,7 +26,7 @@ import functools
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -63,7 +63,7 @@ class BackfillOptions:
     """Partitions of the group-by-user shuffle (default: the embedding actors, at least 2)."""
     progress_s: float = 10.0
     granularity: Granularity | None = None
-    """The verbatim granularity (default: the settings' extractor.granularity)."""
+    """The verbatim granularity (default: the settings' extractor.backfill_granularity, else extractor.granularity)."""
 
 
 @dataclass
@@ -254,8 +254,9 @@ def build(settings: Settings, source: Source, options: BackfillOptions, stats: A
         answered = extract.llm_processor(cfg, options.llm_concurrency)(chunks)
         units = answered.map_batches(extract.llm_units, **light)
     else:
-        granularity = options.granularity or cfg.granularity
-        units = sessions.map_batches(_named(extract.VerbatimStage(granularity), "extract_verbatim"), **light)
+        granularity = options.granularity or cfg.backfill_granularity or cfg.granularity
+        stage = extract.VerbatimStage(granularity, cfg.window)
+        units = sessions.map_batches(_named(stage, "extract_verbatim"), **light)
     expected = ray_get(shard_handle(settings, 0).embedder_info.remote())
     make = embedder_factory or functools.partial(factory.build_embedder, settings.embedder)
     # group the light unit rows (no vectors yet) by user; few partitions: the default of 200 costs
@@ -265,6 +266,28 @@ def build(settings: Settings, source: Source, options: BackfillOptions, stats: A
         EmbedWrite, fn_constructor_args=(settings, make, expected, options.write_chunk, options.batch_size, stats),
         compute=ray.data.ActorPoolStrategy(size=options.concurrency), batch_format="numpy",
         num_cpus=options.embed_cpus)
+
+
+SHUFFLE_TASK_CPUS = 1.0
+"""What Ray Data's group-by shuffle tasks ask for (its default; the job cannot set it)."""
+
+
+def fit_cpus(options: BackfillOptions, free_cpus: float, log: Callable[[str], None] = print) -> BackfillOptions:
+    """Shrink the embedding actors' CPU request so a shuffle task still fits beside them.
+
+    The actor pool starts first and holds its CPUs for the whole run; on a small cluster whose
+    Serve apps hold the rest (``memctl up`` on a 2-core laptop: 1.4 CPUs free), a full CPU per
+    embedder would leave no room for the group-by's 1-CPU tasks and the job would wait forever.
+    The embedders still use their threads; the request only reserves scheduling room.
+    """
+    room = free_cpus - SHUFFLE_TASK_CPUS - options.task_cpus
+    wanted = options.embed_cpus * options.concurrency
+    if wanted <= room:
+        return options
+    per_actor = max(0.05, round(room / options.concurrency, 2)) if room > 0 else 0.05
+    log(f"backfill: {free_cpus:g} CPUs free: each embedding actor asks for {per_actor:g} CPU instead of "
+        f"{options.embed_cpus:g} so the group-by tasks fit beside them")
+    return replace(options, embed_cpus=per_actor)
 
 
 def ray_get(ref: Any) -> Any:
@@ -285,7 +308,7 @@ def run_backfill(
     import ray
     from ray.data.context import ShuffleStrategy
 
-    options = options or BackfillOptions()
+    options = fit_cpus(options or BackfillOptions(), ray.available_resources().get("CPU", 0.0), log)
     shard_handles(settings)  # fail early when the cluster's shards are not there
     stats = stats_actor(time.time())
     t0 = time.monotonic()

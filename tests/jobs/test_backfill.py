@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from jobs.backfill import BackfillOptions, Source, run_backfill
+from jobs.backfill import BackfillOptions, Source, fit_cpus, run_backfill
 from tests.jobs.conftest import session_row, write_jsonl
 
 pytestmark = pytest.mark.ray
@@ -26,8 +26,8 @@ def test_backfill_end_to_end_searchable_with_provenance_and_idempotent(make_clus
     cluster = make_cluster()
     path = write_jsonl(tmp_path / "archive.jsonl", ARCHIVE)
     logs: list[str] = []
-    summary = run_backfill(cluster.settings, Source(paths=[str(path)]), BackfillOptions(progress_s=0.5),
-                           log=logs.append)
+    summary = run_backfill(cluster.settings, Source(paths=[str(path)]),
+                           BackfillOptions(progress_s=0.5, granularity="turn"), log=logs.append)
     assert summary.ok, summary.failures
     assert (summary.sessions, summary.sessions_written, summary.users) == (3, 3, 2)
     assert summary.turns == 7 and summary.entries == 7 and summary.entries_new == 7
@@ -41,11 +41,30 @@ def test_backfill_end_to_end_searchable_with_provenance_and_idempotent(make_clus
         h.entry.user == "bob" for h in cluster.search("shop", "bob", "beagle Biscuit"))
 
     before = {(e.id, e.updated_at) for u in ("ann", "bob") for e in cluster.read("shop", u)}
-    again = run_backfill(cluster.settings, Source(paths=[str(path)]), BackfillOptions(progress_s=0), log=logs.append)
+    again = run_backfill(cluster.settings, Source(paths=[str(path)]), BackfillOptions(progress_s=0, granularity="turn"),
+                         log=logs.append)
     assert again.ok and (again.sessions_written, again.turns, again.entries) == (3, 7, 7)
     assert again.entries_new == 0 and again.events_new == 0
     after = {(e.id, e.updated_at) for u in ("ann", "bob") for e in cluster.read("shop", u)}
     assert after == before  # no duplicates, nothing rewritten
+
+
+def test_default_backfill_writes_windows_and_search_merges_them(make_cluster: Any, tmp_path: Path) -> None:
+    cluster = make_cluster(shards=1)
+    turns = [("user", "I adopted a beagle named Biscuit"), ("assistant", "What a lovely name!"),
+             ("user", "He chews everything"), ("assistant", "Puppies do"), ("user", "Any tips for training?")]
+    path = write_jsonl(tmp_path / "archive.jsonl", [session_row("shop", "ann", "s1", turns)])
+    summary = run_backfill(cluster.settings, Source(paths=[str(path)]), BackfillOptions(progress_s=0), log=print)
+    assert summary.ok and summary.turns == 5 and summary.entries == 5, summary.failures
+    provenance = sorted(e.provenance for e in cluster.read("shop", "ann"))
+    assert provenance == [["s1-0", "s1-1"], ["s1-0", "s1-1", "s1-2"], ["s1-1", "s1-2", "s1-3"],
+                          ["s1-2", "s1-3", "s1-4"], ["s1-3", "s1-4"]]  # each turn with one neighbour each side
+    hits = cluster.search("shop", "ann", "beagle Biscuit chews")
+    top = hits[0].entry  # overlapping windows come back merged: their turns once each, in session order
+    assert hits[0].merged and {"s1-0", "s1-2"} <= set(top.provenance)
+    assert top.provenance == sorted(top.provenance) and len(top.text.split("\n")) == len(top.provenance)
+    assert top.text.startswith("User: I adopted a beagle named Biscuit\nAssistant: What a lovely name!")
+    assert {t for h in hits for t in h.entry.provenance} == {f"s1-{i}" for i in range(5)}
 
 
 def test_bad_rows_are_reported_and_skipped_whole(make_cluster: Any, tmp_path: Path) -> None:
@@ -84,7 +103,7 @@ def test_parquet_input_and_live_ingest_after_backfill_only_extracts_the_delta(ma
             for r in ARCHIVE]
     pq.write_table(pa.Table.from_pylist(rows), tmp_path / "archive.parquet")
     summary = run_backfill(cluster.settings, Source(paths=[f"file://{tmp_path / 'archive.parquet'}"]),
-                           BackfillOptions(progress_s=0), log=print)
+                           BackfillOptions(progress_s=0, granularity="turn"), log=print)
     assert summary.ok and summary.entries == 7, summary.failures
 
     from memcore.model import UserKey
@@ -127,3 +146,20 @@ def test_llm_backfill_through_ray_data_llm(make_cluster: Any, tmp_path: Path, sc
     assert [e.text for e in ann] == ["The user talked about Biscuit"]
     assert ann[0].provenance == ["s1-0", "s1-1"]
     assert len(scripted_llm.requests) == 3
+
+
+@pytest.mark.parametrize(("free", "concurrency", "expected"), [
+    (8.0, 2, 1.0),    # room enough: the request is kept
+    (1.4, 1, 0.15),   # memctl up on 2 cores (Serve holds 0.6): 1.4 - 1 shuffle task - 0.25 light task
+    (2.4, 2, 0.57),   # two embedders share what is left
+    (0.8, 1, 0.05),   # no room at all: the smallest request (the job then waits for CPUs, it cannot help it)
+])
+def test_embedders_leave_room_for_the_group_by_tasks(free: float, concurrency: int, expected: float) -> None:
+    """The embedding actors start first and hold their CPUs: a full CPU each on a small cluster left no
+    room for the group-by's 1-CPU shuffle tasks, and `memctl backfill` waited forever."""
+    logged: list[str] = []
+    fitted = fit_cpus(BackfillOptions(concurrency=concurrency), free, logged.append)
+    assert fitted.embed_cpus == expected
+    assert bool(logged) == (expected != 1.0)
+    if free - 1.25 > 0:
+        assert fitted.embed_cpus * concurrency + 1.0 + fitted.task_cpus <= free + 1e-9
