@@ -95,12 +95,16 @@ class AsyncMemoryClient:
         self, app: str, user: str, query: str, *, kind: str | None = None, time_from: TimeLike | None = None,
         time_to: TimeLike | None = None, max_results: int | None = None, similarity_threshold: float | None = None,
         order_by_event_time: bool | None = None, deduplicate: bool | None = None, kind_fallback: bool | None = None,
-        hybrid: bool | None = None, rrf_k: int | None = None,
+        hybrid: bool | None = None, rrf_k: int | None = None, dense_weight: float | None = None,
+        keyword_weight: float | None = None, keyword_query: str | None = None, date_boost: bool | None = None,
+        merge_overlapping: bool | None = None,
     ) -> list[SearchHit]:
-        """Ranked hits; options left as None take the server's defaults."""
+        """Ranked hits; options left as None take the server's defaults (README, "Retrieval")."""
         options = {"kind": kind, "time_from": time_from, "time_to": time_to, "max_results": max_results,
                    "similarity_threshold": similarity_threshold, "order_by_event_time": order_by_event_time,
-                   "deduplicate": deduplicate, "kind_fallback": kind_fallback, "hybrid": hybrid, "rrf_k": rrf_k}
+                   "deduplicate": deduplicate, "kind_fallback": kind_fallback, "hybrid": hybrid, "rrf_k": rrf_k,
+                   "dense_weight": dense_weight, "keyword_weight": keyword_weight, "keyword_query": keyword_query,
+                   "date_boost": date_boost, "merge_overlapping": merge_overlapping}
         return await self._send(P.search(app, user, P.search_body(query, options)))
 
     async def preload(

@@ -68,12 +68,16 @@ class Entry:
 
 @dataclass(frozen=True)
 class SearchHit:
+    """One ranked hit; ``merged`` names the ids of verbatim windows folded into it (they shared turns)."""
+
     entry: Entry
     score: float
+    merged: tuple[str, ...] = ()
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> SearchHit:
-        return cls(entry=Entry.from_json(data["entry"]), score=float(data["score"]))
+        return cls(entry=Entry.from_json(data["entry"]), score=float(data["score"]),
+                   merged=tuple(data.get("merged") or ()))
 
 
 @dataclass(frozen=True)

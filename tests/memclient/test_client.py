@@ -116,6 +116,16 @@ def test_search_and_preload(client: MemoryClient, user: str) -> None:
                           time_from=datetime(2000, 1, 1, tzinfo=UTC), kind_fallback=False, deduplicate=True,
                           order_by_event_time=False, rrf_k=60)
     assert all(h.score >= -1.0 for h in dense)
+    plain = client.search(APP, user, "Where does the user live?", rrf_k=60, dense_weight=1.0, keyword_weight=1.0,
+                          keyword_query="raw", date_boost=False, merge_overlapping=False)
+    assert len(plain) == 3 and all(h.merged == () for h in plain)
+    for name, bad_value in (("dense_weight", -1.0), ("keyword_weight", 101.0), ("rrf_k", 0)):
+        with pytest.raises(InvalidRequest) as refused:  # each option reaches the server, which validates it
+            client.search(APP, user, "q", **{name: bad_value})
+        assert name in str(refused.value)
+    with pytest.raises(InvalidRequest) as bad:
+        client.search(APP, user, "q", keyword_query="fuzzy")
+    assert "keyword_query" in str(bad.value)
 
     pre = client.preload(APP, user, budget=10, message="what should I cook?")
     assert isinstance(pre, PreloadResult)
