@@ -175,7 +175,7 @@ def run_one(name: str, rows: list[dict[str, Any]], args: argparse.Namespace, wor
     backend = RayShardBackend(settings)
     handles = backend.ensure_all()
     ray.get([h.ping.remote() for h in handles])
-    options = BackfillOptions(concurrency=args.concurrency, progress_s=args.progress_s)
+    options = BackfillOptions(concurrency=args.concurrency, progress_s=args.progress_s, granularity="turn")
     with MemorySampler() as mem:
         summary = run_backfill(settings, Source(paths=[str(archive)]), options, log=print)
     for h in handles:

@@ -142,6 +142,8 @@ def over_http(settings: Any, queries: list[tuple[int, str]], levels: list[int], 
     out: dict[str, Any] = {"search": {}, "add": {}}
     warm = [(path(u, "/memories/search"), {"query": q}) for u, q in queries[:30]]
     asyncio.run(_drive(base, 4, warm))
+    out["breakdown"] = breakdown(base, settings, queries)
+    print("breakdown:", out["breakdown"], flush=True)
     for c in levels:
         jobs = [(path(u, "/memories/search"), {"query": q}) for u, q in queries]
         out["search"][str(c)] = asyncio.run(_drive(base, c, jobs))
@@ -154,6 +156,43 @@ def over_http(settings: Any, queries: list[tuple[int, str]], levels: list[int], 
     return out
 
 
+def breakdown(base: str, settings: Any, queries: list[tuple[int, str]]) -> dict[str, Any]:
+    """Where a search's time goes, one request at a time: the Serve floor (``GET /healthz``: proxy
+    + ingress replica, no work), the query embedding in this process, and the shard actor's search
+    called straight from the driver with the vector given (one Ray hop + the engine)."""
+    import httpx
+    import ray
+
+    from actors.router import RayShardBackend
+    from memcore.factory import build_embedder
+    from memcore.ids import shard_of
+
+    def timed(fn: Any, n: int = 200) -> dict[str, float]:
+        for _ in range(20):
+            fn(0)
+        lat = []
+        for i in range(n):
+            t0 = time.perf_counter()
+            fn(i)
+            lat.append((time.perf_counter() - t0) * 1e3)
+        return percentiles(lat)
+
+    embedder = build_embedder(settings.embedder)
+    backend = RayShardBackend(settings)
+    vectors = embedder.embed_queries([q for _, q in queries])
+    with httpx.Client(base_url=base, timeout=30) as client:
+        floor = timed(lambda i: client.get("/healthz"))
+
+    def actor_search(i: int) -> None:
+        u, q = queries[i % len(queries)]
+        handle = backend.actor(shard_of(key_of(u), settings.shards))
+        ray.get(handle.search.remote(key_of(u), {"query": q}, vectors[i % len(queries)]))
+
+    return {"http_floor_healthz": floor,
+            "embed_query": timed(lambda i: embedder.embed_queries([queries[i % len(queries)][1]])),
+            "actor_search_vector_given": timed(actor_search)}
+
+
 def report(res: dict[str, Any]) -> str:
     lines = [f"HTTP API vs in-process, {res['config']['entries']:,} entries, {res['config']['shards']} shards, "
              f"embedder {res['config']['embedder']} (load average at start {res['machine'].get('load_average')})", ""]
@@ -163,6 +202,16 @@ def report(res: dict[str, Any]) -> str:
         rows.append(["HTTP", c, _fmt(s), f"{s['throughput_rps']}", _fmt(a), f"{a['throughput_rps']}"])
     lines += md_table(["path", "concurrency", "search p50/p99 ms", "search req/s", "add p50/p99 ms", "add req/s"], rows)
     lines += ["", *(f"- {t}" for t in res["targets"])]
+    parts = res["http"].get("breakdown")
+    if parts:
+        lines += ["", "Where a search's time goes (one request at a time, ms p50 / p99):", ""]
+        lines += md_table(["part", "p50 / p99 ms"], [
+            ["Serve floor: GET /healthz through the proxy and the ingress replica", _fmt(parts["http_floor_healthz"])],
+            ["query embedding (ingress, in process)", _fmt(parts["embed_query"])],
+            ["shard actor search from the driver, vector given (one Ray hop + engine)",
+             _fmt(parts["actor_search_vector_given"])],
+            ["HTTP search, c=1 (all of it)", _fmt(res["http"]["search"]["1"])],
+        ])
     return "\n".join(lines) + "\n"
 
 
@@ -178,7 +227,7 @@ def targets(res: dict[str, Any]) -> list[str]:
         f"HTTP search p50 <= 10 ms at concurrency 1: {s1['p50']:.1f} ms -> {'PASS' if s1['p50'] <= 10 else 'FAIL'}",
         f"HTTP search p99 <= 40 ms at concurrency 1: {s1['p99']:.1f} ms -> {'PASS' if s1['p99'] <= 40 else 'FAIL'}",
         f"HTTP overhead <= 3 ms over in-process at p50: {over:.1f} ms -> {'PASS' if over <= 3 else 'FAIL'}",
-        f"errors: {sum(v['errors'] for d in res['http'].values() for v in d.values())}",
+        f"errors: {sum(v['errors'] for op in ('search', 'add') for v in res['http'][op].values())}",
     ]
 
 

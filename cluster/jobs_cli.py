@@ -93,7 +93,7 @@ def add_parsers(sub: Any, state: Callable[[], dict[str, Any] | None], default_co
     bf.add_argument("--app", help="the app of the LoCoMo users")
     bf.add_argument("--format", choices=["jsonl", "parquet"], default=None, help="default: by file extension")
     bf.add_argument("--concurrency", type=int, default=1, help="embedding actors")
-    bf.add_argument("--granularity", choices=["turn", "round", "session"], default=None,
+    bf.add_argument("--granularity", choices=["turn", "round", "session", "window"], default=None,
                     help="verbatim granularity (default: the settings')")
     bf.add_argument("--settings", default=None, help="settings YAML (default: the one `up` used)")
     bf.add_argument("--progress-s", type=float, default=10.0, help="seconds between progress lines (0: none)")
@@ -106,7 +106,8 @@ def add_parsers(sub: Any, state: Callable[[], dict[str, Any] | None], default_co
     rx.add_argument("--policy", choices=["merge_similar", "append_only", "preserve_history"], default=None)
     rx.add_argument("--extractor-base-url", default=None, help="an OpenAI-compatible URL ('' for verbatim)")
     rx.add_argument("--model", default=None, help="the extraction model (with --extractor-base-url)")
-    rx.add_argument("--granularity", choices=["turn", "round", "session"], default=None, help="verbatim granularity")
+    rx.add_argument("--granularity", choices=["turn", "round", "session", "window"], default=None,
+                    help="verbatim granularity")
     rx.add_argument("--concurrency", type=int, default=4, help="users re-extracted at once")
     rx.add_argument("--settings", default=None, help="settings YAML (default: the one `up` used)")
     rx.add_argument("--progress-s", type=float, default=10.0)

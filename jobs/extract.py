@@ -61,14 +61,15 @@ def _unit(row: dict[str, Any], kind: str, chunk: int, n_chunks: int, pos: int, p
 class VerbatimStage:
     """``map_batches`` function: whole sessions → an ``events`` unit plus one ``memory`` unit per entry."""
 
-    def __init__(self, granularity: Granularity) -> None:
+    def __init__(self, granularity: Granularity, window: int = 1) -> None:
         self.granularity = granularity
+        self.window = window
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         out: list[dict[str, Any]] = []
         for row in batch.to_pylist():
             events = _events(row["events"])
-            extractor = VerbatimExtractor(self.granularity, _names(row["names"]))
+            extractor = VerbatimExtractor(self.granularity, _names(row["names"]), window=self.window)
             out.append(_unit(row, "events", 0, 1, -1, row["events"]))
             try:
                 ops = extractor.extract(events).operations

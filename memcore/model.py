@@ -216,7 +216,8 @@ class Entry(Memory):
 
 
 class SearchOptions(BaseModel):
-    """Every knob of a search. Defaults follow the seeds (max 10, threshold 0.3)."""
+    """Every knob of a search. Defaults follow the seeds (max 10, threshold 0.3); the fusion knobs
+    (``rrf_k`` .. ``merge_overlapping``) default to the service's configuration when left ``None``."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -230,7 +231,13 @@ class SearchOptions(BaseModel):
     deduplicate: bool = False
     kind_fallback: bool = True
     hybrid: bool = True
-    rrf_k: Annotated[int, Field(ge=1, le=10_000)] = 60
+    # Fusion knobs: None takes the service's default (memcore.search.SearchDefaults, settings ``service.*``).
+    rrf_k: Annotated[int, Field(ge=1, le=10_000)] | None = None
+    dense_weight: Annotated[float, Field(ge=0, le=100)] | None = None
+    keyword_weight: Annotated[float, Field(ge=0, le=100)] | None = None
+    keyword_query: Literal["raw", "content"] | None = None
+    date_boost: bool | None = None
+    merge_overlapping: bool | None = None
 
     @field_validator("time_from", "time_to")
     @classmethod
@@ -254,6 +261,8 @@ class SearchOptions(BaseModel):
 class SearchHit(BaseModel):
     entry: Entry
     score: float
+    merged: list[str] = Field(default_factory=list)
+    """Ids of further entries this hit's text includes (``merge_overlapping``); empty otherwise."""
 
 
 OperationType = Literal["add", "update", "delete", "clear"]

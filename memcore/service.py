@@ -13,23 +13,22 @@ from typing import Any, TypeVar
 
 import numpy as np
 import pydantic
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
-from memcore import backup, fusion
+from memcore import backup, fusion, search
 from memcore.errors import ConflictError, MemoryServiceError, NotFoundError, StoreError, ValidationError
 from memcore.ids import memory_id
 from memcore.model import Entry, Kind, Memory, SearchHit, SearchOptions, UserKey, now_utc
 from memcore.ports import Embedder, KeywordIndex, Vectors, VectorStore
+from memcore.search import Knobs, SearchDefaults
 
 T = TypeVar("T", bound=BaseModel)
 
 
-class ServiceConfig(BaseModel):
-    """Behaviour switches of one MemoryService."""
+class ServiceConfig(SearchDefaults):
+    """Behaviour switches of one MemoryService (the search defaults: :class:`memcore.search.SearchDefaults`)."""
 
     soft_delete: bool = True
-    candidate_pool: int = Field(default=100, ge=1, le=2000)
-    """Candidates taken from each of the vector and keyword lists before fusion."""
 
 
 def validate(model: type[T], data: Any, *, prefix: str = "") -> T:
@@ -242,6 +241,8 @@ class MemoryService:
                 hits = fusion.merge_kind_fallback(hits, self._search_once(key, opts, qvec, None), opts.kind)
         if opts.deduplicate:
             hits = fusion.deduplicate(hits)
+        if opts.hybrid and Knobs.of(opts, self.config).merge_overlapping:
+            hits = fusion.merge_overlapping(hits, opts.max_results, scan=opts.max_results * self.config.merge_scan)
         hits = hits[: opts.max_results]
         if opts.order_by_event_time:
             hits = fusion.order_by_event_time(hits)
@@ -249,19 +250,7 @@ class MemoryService:
 
     # -------------------------------------------------------------- internals
     def _search_once(self, key: UserKey, opts: SearchOptions, qvec: Vectors, kind: Kind | None) -> list[SearchHit]:
-        pool = max(self.config.candidate_pool, opts.max_results * (3 if opts.deduplicate else 1))
-        dense = self.vectors.search(key, qvec, limit=pool, kind=kind, time_from=opts.time_from, time_to=opts.time_to)
-        if not opts.hybrid:
-            return [SearchHit(entry=e, score=s) for e, s in dense if s >= opts.similarity_threshold]
-        sparse = self.keywords.search(
-            key, opts.query, limit=pool, kind=kind, time_from=opts.time_from, time_to=opts.time_to
-        )
-        fused = fusion.rrf([[e.id for e, _ in dense], [i for i, _ in sparse]], k=opts.rrf_k)
-        known = {e.id: e for e, _ in dense}
-        missing = [i for i, _ in fused if i not in known]
-        if missing:
-            known.update({e.id: e for e in self.vectors.get(key, missing) if e.active})
-        return [SearchHit(entry=known[i], score=s) for i, s in fused if i in known]
+        return search.search_once(self.vectors, self.keywords, self.config, key, opts, qvec, kind)
 
     def _active(self, key: UserKey, entry_id: str) -> Entry:
         if not entry_id or len(entry_id) > 256 or not entry_id.isprintable():

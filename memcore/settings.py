@@ -14,6 +14,7 @@ import yaml
 from pydantic import BaseModel, Field, SecretStr
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from memcore.extraction.verbatim import Granularity
 from memcore.service import ServiceConfig
 from memcore.tools import ToolPolicy
 
@@ -24,6 +25,18 @@ class VectorStoreSettings(BaseModel):
     api_key: SecretStr | None = None
     https: bool | None = None
     collection: str = "memcluster"
+    shard_number: int | None = Field(default=None, ge=1, le=1024)
+    """Server mode: shards of the collection when memcluster creates it (None: the server's default)."""
+    replication_factor: int | None = Field(default=None, ge=1, le=16)
+    """Server mode: copies of each shard on different Qdrant peers when memcluster creates the collection."""
+    write_consistency_factor: int | None = Field(default=None, ge=1, le=16)
+    """Server mode: replicas that must acknowledge a write before it counts (at most ``replication_factor``)."""
+
+    def collection_layout(self) -> dict[str, int]:
+        """The ``create_collection`` arguments for sharding and replication that are set."""
+        layout = {"shard_number": self.shard_number, "replication_factor": self.replication_factor,
+                  "write_consistency_factor": self.write_consistency_factor}
+        return {k: v for k, v in layout.items() if v is not None}
 
 
 class KeywordSettings(BaseModel):
@@ -59,7 +72,14 @@ class ExtractorSettings(BaseModel):
     api_key: SecretStr | None = None
     policy: Literal["merge_similar", "append_only", "preserve_history"] = "merge_similar"
     assistant_episodes: bool = False
-    granularity: Literal["turn", "round", "session"] = "turn"
+    granularity: Granularity = "turn"
+    """Verbatim extraction (no ``base_url``) of live deltas: what one entry holds (see
+    :mod:`memcore.extraction.verbatim`). A live delta is often one round, which has no neighbours for a window."""
+    backfill_granularity: Granularity | None = "window"
+    """Verbatim extraction of whole archived sessions by the backfill job (None: ``granularity``). ``window``
+    measured best on LoCoMo (bench/results/retrieval.md)."""
+    window: int = Field(default=1, ge=0, le=16)
+    """Neighbouring messages on each side of a ``window`` entry."""
     message_threshold: int = Field(default=0, ge=0)
     interval_s: float = Field(default=0.0, ge=0)
     checkers_any: bool = False

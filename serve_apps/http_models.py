@@ -66,7 +66,12 @@ _SEARCH_DOCS = {
     "deduplicate": "Drop near-duplicates (word-set Jaccard >= 0.80), keeping the higher score.",
     "kind_fallback": "With `kind` set and fewer than 3 hits, merge an unfiltered search (requested kind first).",
     "hybrid": "Fuse dense vectors and BM25 keywords with reciprocal rank fusion.",
-    "rrf_k": "The k of reciprocal rank fusion, score = 1 / (k + rank + 1).",
+    "rrf_k": "The k of reciprocal rank fusion: each list adds weight / (k + rank + 1) (default: the service's, 10).",
+    "dense_weight": "Weight of the dense list in the fusion; 0 searches BM25 only (default: the service's, 1).",
+    "keyword_weight": "Weight of the BM25 list in the fusion; 0 searches vectors only (default: the service's, 2).",
+    "keyword_query": "`content`: BM25 searches the query without stop and question words; `raw`: as given.",
+    "date_boost": "A query naming a day or month also searches that period, fused in (default: on).",
+    "merge_overlapping": "Merge verbatim windows that share turns into one hit (default: on).",
 }
 
 
@@ -113,6 +118,8 @@ class Hit(BaseModel):
 
     entry: EntryModel
     score: float = Field(description="Cosine similarity (dense search) or the fused RRF score (hybrid).")
+    merged: list[str] = Field(default_factory=list, description=(
+        "Ids of further verbatim windows merged into this hit (its text and provenance are their union)."))
 
 
 class SearchResponse(BaseModel):

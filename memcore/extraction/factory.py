@@ -28,7 +28,7 @@ def build_extractor(
     after_model: AfterModel | None = None,
 ) -> Extractor:
     if not settings.base_url and client is None:
-        return VerbatimExtractor(settings.granularity)
+        return VerbatimExtractor(settings.granularity, window=settings.window)
     return LLMExtractor(settings.base_url, _model(settings), _key(settings), policy=settings.policy,
                         timeout=settings.job_timeout_s, before_model=before_model, after_model=after_model,
                         client=client)

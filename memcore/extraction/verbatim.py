@@ -5,7 +5,13 @@ Granularity:
 - ``turn``: one entry per user/assistant message;
 - ``round``: one entry per user message plus the assistant message(s) that follow it
   (assistant messages before the first user message form a round of their own);
-- ``session``: the whole delta as one entry.
+- ``session``: the whole delta as one entry;
+- ``window``: one entry per message holding it and ``window`` messages on each side (within the
+  delta, so a session extracted whole gives every turn its neighbours). Windows overlap; search
+  merges the windows of a result that share turns (:func:`memcore.fusion.merge_overlapping`).
+  Measured on LoCoMo (``bench/results/retrieval.md``) it is the best of the four: a turn alone
+  often lacks the question's words, which its neighbours carry. Two identical windows (a
+  session shorter than the window) are one entry (same content, same id).
 
 Each entry is an ``episode`` whose text is ``"Speaker: content"`` lines (``User`` /
 ``Assistant``, or the names passed in ``names``), whose ``event_time`` is the timestamp of its
@@ -29,8 +35,9 @@ from typing import Literal
 from memcore.extraction.events import Event, ExtractionResult
 from memcore.model import MAX_TEXT_BYTES, Entry, Kind, Memory, Operation, Source
 
-Granularity = Literal["turn", "round", "session"]
-GRANULARITIES: tuple[Granularity, ...] = ("turn", "round", "session")
+Granularity = Literal["turn", "round", "session", "window"]
+GRANULARITIES: tuple[Granularity, ...] = ("turn", "round", "session", "window")
+MAX_WINDOW = 16
 DEFAULT_NAMES: Mapping[str, str] = {"user": "User", "assistant": "Assistant"}
 
 
@@ -73,10 +80,14 @@ class VerbatimExtractor:
         names: Mapping[str, str] | None = None,
         *,
         max_bytes: int = MAX_TEXT_BYTES,
+        window: int = 1,
     ) -> None:
         if granularity not in GRANULARITIES:
             raise ValueError(f"granularity must be one of {', '.join(GRANULARITIES)}, got {granularity!r}")
+        if not 0 <= window <= MAX_WINDOW:
+            raise ValueError(f"window must be within 0..{MAX_WINDOW}, got {window}")
         self.granularity: Granularity = granularity
+        self.window = window
         self.names = {**DEFAULT_NAMES, **(names or {})}
         self.max_bytes = min(max_bytes, MAX_TEXT_BYTES)
 
@@ -103,6 +114,9 @@ class VerbatimExtractor:
             return [[e] for e in events]
         if self.granularity == "session":
             return [events] if events else []
+        if self.granularity == "window":
+            w = self.window
+            return [events[max(0, i - w) : i + w + 1] for i in range(len(events))]
         rounds: list[list[Event]] = []
         for e in events:
             if e.role == "user" or not rounds:

@@ -58,8 +58,8 @@ def test_converter_agrees_with_the_benchmark_loader(tiny: Path) -> None:
 def test_locomo_backfill_provenance_is_dia_ids(make_cluster: Any, tiny: Path) -> None:
     cluster = make_cluster()
     rows = locomo.rows(tiny, app="locomo")
-    summary = run_backfill(cluster.settings, Source(rows=rows, label=str(tiny)), BackfillOptions(progress_s=0),
-                           log=print)
+    summary = run_backfill(cluster.settings, Source(rows=rows, label=str(tiny)),
+                           BackfillOptions(progress_s=0, granularity="turn"), log=print)
     n_turns = sum(len(r["events"]) for r in rows)
     assert summary.ok and summary.turns == n_turns and summary.entries == n_turns, summary.failures
     user = rows[0]["user"]

@@ -20,7 +20,8 @@ OTHER = session_row("crm", "zed", "z1", [("user", "Zed keeps bees in the garden"
 def backfilled(make_cluster: Any, tmp_path: Path, **overrides: Any) -> Any:
     cluster = make_cluster(**overrides)
     path = write_jsonl(tmp_path / "archive.jsonl", [*ARCHIVE, OTHER])
-    assert run_backfill(cluster.settings, Source(paths=[str(path)]), BackfillOptions(progress_s=0), log=print).ok
+    options = BackfillOptions(progress_s=0, granularity="turn")  # one entry per turn (the default is windows)
+    assert run_backfill(cluster.settings, Source(paths=[str(path)]), options, log=print).ok
     return cluster
 
 

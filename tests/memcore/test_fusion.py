@@ -2,6 +2,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import pytest
+
 from memcore import fusion
 from memcore.model import Entry, Kind, SearchHit
 
@@ -64,3 +66,58 @@ def test_order_by_event_time() -> None:
         hit("early", "z", 0.1, et=datetime(2023, 1, 1, tzinfo=UTC)),
     ]
     assert [h.entry.id for h in fusion.order_by_event_time(hits)] == ["early", "late", "none"]
+
+
+def test_weighted_rrf() -> None:
+    scores = dict(fusion.rrf([["a", "b"], ["b", "c"]], k=10, weights=[1.0, 2.0]))
+    assert abs(scores["a"] - 1 / 11) < 1e-12
+    assert abs(scores["b"] - (1 / 12 + 2 / 11)) < 1e-12
+    assert abs(scores["c"] - 2 / 12) < 1e-12
+    assert fusion.rrf([["a"], ["b"]], weights=[1.0, 1.0]) == fusion.rrf([["a"], ["b"]])  # weights 1 = plain RRF
+    with pytest.raises(ValueError, match="one weight per ranking"):
+        fusion.rrf([["a"], ["b"]], weights=[1.0])
+
+
+def window(i: str, turns: list[int], score: float, *, names: str = "AB") -> SearchHit:
+    """A verbatim window over turns t<n> of one session: one line per turn, event time = its first turn."""
+    lines = [f"{names[n % 2]}: line {n}" for n in turns]
+    e = Entry(id=i, app="a", user="u", text="\n".join(lines), kind=Kind.EPISODE, provenance=[f"t{n}" for n in turns],
+              event_time=NOW.replace(minute=turns[0]), created_at=NOW, updated_at=NOW)
+    return SearchHit(entry=e, score=score)
+
+
+def test_merge_overlapping_windows() -> None:
+    hits = [window("w5", [4, 5, 6], 0.9), window("w9", [8, 9, 10], 0.8), window("w4", [3, 4, 5], 0.7),
+            window("w7", [6, 7, 8], 0.6), window("w20", [19, 20, 21], 0.5)]
+    out = fusion.merge_overlapping(hits, limit=10)
+    assert [h.entry.id for h in out] == ["w5", "w9", "w20"]  # best entry's id and score, in score order
+    first = out[0]
+    assert first.score == 0.9 and first.merged == ["w4", "w7"]
+    assert first.entry.provenance == ["t3", "t4", "t5", "t6", "t7", "t8"]  # ordered by the windows' event times
+    assert first.entry.text.split("\n") == [f"{'AB'[n % 2]}: line {n}" for n in range(3, 9)]
+    assert first.entry.event_time == NOW.replace(minute=3)
+    assert out[1].merged == [] and out[1] == hits[1]  # nothing merged: the hit as it was
+    assert [h.entry.id for h in fusion.merge_overlapping(hits, limit=2)] == ["w5", "w9"]
+    assert len(fusion.merge_overlapping(hits, limit=10, scan=2)) == 2  # only the best 2 hits examined
+
+
+def test_merge_leaves_other_entries_alone() -> None:
+    fact = hit("f", "User: line 5", 0.95)  # a fact, even one that looks like a line of the window
+    other_line = window("x", [5], 0.85, names="CD")  # shares turn t5 but with a different line
+    two_lines_one_turn = SearchHit(entry=fact.entry.model_copy(update={"id": "p", "kind": Kind.EPISODE,
+                                                                        "text": "a\nb", "provenance": ["t5"]}),
+                                   score=0.8)
+    hits = [window("w5", [4, 5, 6], 0.9), fact, other_line, two_lines_one_turn]
+    out = fusion.merge_overlapping(hits, limit=10)
+    assert [h.entry.id for h in out] == ["w5", "f", "x", "p"] and all(not h.merged for h in out)
+
+
+def test_merge_respects_the_text_limit() -> None:
+    from memcore.model import MAX_TEXT_BYTES
+
+    big = "x" * (MAX_TEXT_BYTES // 2)
+    a = window("a", [1, 2], 0.9)
+    a = SearchHit(entry=a.entry.model_copy(update={"text": f"A: {big}\nB: y"}), score=0.9)
+    b = window("b", [2, 3], 0.8)
+    b = SearchHit(entry=b.entry.model_copy(update={"text": f"B: y\nA: {big}"}), score=0.8)
+    assert [h.entry.id for h in fusion.merge_overlapping([a, b], limit=10)] == ["a", "b"]

@@ -96,6 +96,31 @@ def test_split_text() -> None:
     assert "".join(pieces) == "é" * 10 and all(len(p.encode()) <= 5 for p in pieces)
 
 
+def test_window_granularity_each_turn_with_its_neighbours() -> None:
+    mems = [op.memory for op in VerbatimExtractor("window", window=1).extract(CONVERSATION).operations if op.memory]
+    assert [m.provenance for m in mems] == [["e0", "e1"], ["e0", "e1", "e2"], ["e1", "e2", "e3"], ["e2", "e3", "e5"],
+                                           ["e3", "e5"]]  # the tool event is not a turn
+    assert mems[1].text == ("Assistant: Welcome back!\nUser: I finished seven short stories.\n"
+                            "Assistant: Congratulations!")
+    assert mems[1].event_time == T0 and mems[2].event_time == T0 + timedelta(minutes=1)  # its first turn's time
+    assert mems[0].source == Source.USER and all(m.kind == Kind.EPISODE for m in mems)
+    wide = [op.memory for op in VerbatimExtractor("window", window=2).extract(CONVERSATION).operations if op.memory]
+    assert wide[2].provenance == ["e0", "e1", "e2", "e3", "e5"]
+    zero = [op.memory for op in VerbatimExtractor("window", window=0).extract(CONVERSATION).operations if op.memory]
+    turn = [op.memory for op in VerbatimExtractor("turn").extract(CONVERSATION).operations if op.memory]
+    assert [m.text for m in zero] == [m.text for m in turn]  # window 0 is turn granularity
+    with pytest.raises(ValueError, match="window"):
+        VerbatimExtractor("window", window=-1)
+
+
+def test_short_session_windows_are_one_entry(service: MemoryService) -> None:
+    events = [ev(0, "user", "Hi"), ev(1, "assistant", "Hello!")]
+    ops = VerbatimExtractor("window", window=1).extract(events).operations
+    assert len(ops) == 2 and ops[0].memory == ops[1].memory
+    apply_operations(service, KEY, ops, "append_only")
+    assert [e.provenance for e in service.read(KEY)] == [["e0", "e1"]]
+
+
 def test_unknown_granularity() -> None:
     with pytest.raises(ValueError, match="granularity"):
         VerbatimExtractor("paragraph")  # type: ignore[arg-type]

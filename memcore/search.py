@@ -1,0 +1,134 @@
+"""One search pass over a user's stores: the dense and BM25 lists, their weighted fusion, the date boost.
+
+:class:`SearchDefaults` holds the service-wide defaults of the fusion knobs (part of
+:class:`memcore.service.ServiceConfig`, so ``MEMCLUSTER_SERVICE__RRF_K=60`` and the like set them);
+a :class:`SearchOptions` field left ``None`` takes its default. The defaults are what the LoCoMo
+retrieval benchmark measured best (``bench/results/retrieval.md``; README, "Benchmarks"):
+
+- weighted RRF with k = 10, the BM25 list weighing 2 and the dense list 1 (plain RRF: k = 60, 1 and 1);
+- the BM25 list searches the query without stop words and question words (``keyword_query="content"``);
+- date boost: a query naming a day or a month ("on 7 July, 2023", "in August 2023") is searched
+  a second time inside [start - ``date_boost_before_days``, end + ``date_boost_after_days``]
+  (intersected with the caller's time range), and the two fused lists are fused again (RRF, same k);
+- merging verbatim windows that share turns (:func:`memcore.fusion.merge_overlapping`) is applied
+  by the service after dedup.
+
+Pure with respect to its inputs: the stores are read, never written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from memcore import fusion
+from memcore.model import Entry, Kind, SearchHit, SearchOptions, UserKey
+from memcore.ports import KeywordIndex, Vectors, VectorStore
+from memcore.query import content_query, query_dates
+
+KeywordQuery = Literal["raw", "content"]
+
+
+class SearchDefaults(BaseModel):
+    """Service-wide defaults of the search knobs (a search option left ``None`` takes these)."""
+
+    candidate_pool: int = Field(default=100, ge=1, le=2000)
+    """Candidates taken from each of the vector and keyword lists before fusion."""
+    rrf_k: int = Field(default=10, ge=1, le=10_000)
+    """k of reciprocal rank fusion (the seeds' plain RRF uses 60)."""
+    dense_weight: float = Field(default=1.0, ge=0, le=100)
+    """Weight of the dense list in the fusion (0: BM25 only, the dense store is not queried)."""
+    keyword_weight: float = Field(default=2.0, ge=0, le=100)
+    """Weight of the BM25 list in the fusion (0: dense only, the keyword index is not queried)."""
+    keyword_query: KeywordQuery = "content"
+    """What BM25 searches: ``raw`` (the query as given) or ``content`` (without stop and question words)."""
+    date_boost: bool = True
+    """A named day or month also searches that period, fused in."""
+    date_boost_before_days: float = Field(default=1.0, ge=0, le=3650)
+    date_boost_after_days: float = Field(default=14.0, ge=0, le=3650)
+    """The boosted period: from the named start minus ``before`` to its end plus ``after`` (people talk
+    about a day or a month afterwards more than before)."""
+    merge_overlapping: bool = True
+    """Merge verbatim windows sharing turns into one hit (no effect on other entries)."""
+    merge_scan: int = Field(default=3, ge=1, le=100)
+    """Hits examined per requested result when merging (10 results: the best 30 hits)."""
+
+
+@dataclass(frozen=True)
+class Knobs:
+    """The effective knobs of one search: the options, their ``None`` fields from the defaults."""
+
+    rrf_k: int
+    dense_weight: float
+    keyword_weight: float
+    keyword_query: KeywordQuery
+    date_boost: bool
+    merge_overlapping: bool
+
+    @classmethod
+    def of(cls, opts: SearchOptions, defaults: SearchDefaults) -> Knobs:
+        def pick(name: str) -> object:
+            value = getattr(opts, name)
+            return getattr(defaults, name) if value is None else value
+
+        return cls(**{name: pick(name) for name in cls.__dataclass_fields__})  # type: ignore[arg-type]
+
+
+def search_once(
+    vectors: VectorStore, keywords: KeywordIndex, defaults: SearchDefaults, key: UserKey, opts: SearchOptions,
+    qvec: Vectors, kind: Kind | None,
+) -> list[SearchHit]:
+    """Ranked hits of one pass (no dedup, merge, truncation or kind fallback: the service does those)."""
+    knobs = Knobs.of(opts, defaults)
+    merging = knobs.merge_overlapping and opts.hybrid
+    pool = max(defaults.candidate_pool, opts.max_results * (3 if opts.deduplicate or merging else 1))
+    if not opts.hybrid:
+        dense = vectors.search(key, qvec, limit=pool, kind=kind, time_from=opts.time_from, time_to=opts.time_to)
+        return [SearchHit(entry=e, score=s) for e, s in dense if s >= opts.similarity_threshold]
+    period, rest = query_dates(opts.query) if knobs.date_boost else (None, opts.query)
+    text = content_query(rest) if knobs.keyword_query == "content" else rest
+    lists = _Lists(vectors, keywords, key, qvec, kind, text, pool, knobs)
+    fused = lists.fused(opts.time_from, opts.time_to)
+    if period is not None:
+        lo = period[0] - timedelta(days=defaults.date_boost_before_days)
+        hi = period[1] + timedelta(days=defaults.date_boost_after_days)
+        lo = max(lo, opts.time_from) if opts.time_from is not None else lo
+        hi = min(hi, opts.time_to) if opts.time_to is not None else hi
+        if lo <= hi:
+            inside = lists.fused(lo, hi)
+            fused = fusion.rrf([[i for i, _ in fused], [i for i, _ in inside]], k=knobs.rrf_k)
+    known = lists.known
+    missing = [i for i, _ in fused if i not in known]
+    if missing:
+        known.update({e.id: e for e in vectors.get(key, missing) if e.active})
+    return [SearchHit(entry=known[i], score=s) for i, s in fused if i in known]
+
+
+class _Lists:
+    """The dense and BM25 lists of one query within a time range, fused; remembers the entries seen."""
+
+    def __init__(self, vectors: VectorStore, keywords: KeywordIndex, key: UserKey, qvec: Vectors,
+                 kind: Kind | None, text: str, pool: int, knobs: Knobs) -> None:
+        self.vectors, self.keywords, self.key, self.qvec = vectors, keywords, key, qvec
+        self.kind, self.text, self.pool, self.knobs = kind, text, pool, knobs
+        self.known: dict[str, Entry] = {}
+
+    def fused(self, time_from: datetime | None, time_to: datetime | None) -> list[tuple[str, float]]:
+        kn = self.knobs
+        rankings: list[list[str]] = []
+        weights: list[float] = []
+        if kn.dense_weight > 0 or kn.keyword_weight <= 0:
+            dense = self.vectors.search(self.key, self.qvec, limit=self.pool, kind=self.kind, time_from=time_from,
+                                        time_to=time_to)
+            self.known.update({e.id: e for e, _ in dense})
+            rankings.append([e.id for e, _ in dense])
+            weights.append(kn.dense_weight if kn.dense_weight > 0 else 1.0)
+        if kn.keyword_weight > 0:
+            sparse = self.keywords.search(self.key, self.text, limit=self.pool, kind=self.kind, time_from=time_from,
+                                          time_to=time_to)
+            rankings.append([i for i, _ in sparse])
+            weights.append(kn.keyword_weight)
+        return fusion.rrf(rankings, k=kn.rrf_k, weights=weights)
