@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -22,6 +22,25 @@ import pytest
 from memcore.model import UserKey
 from tests.auto_memory import extractor_settings, remember_tokens, turns
 from tests.scripted_llm import Reply, ScriptedLLM, small_id, tool_call
+from tests.seed_scenarios import (
+    ASSISTANT_TURNS,
+    DEC2,
+    EPISODES,
+    GO21,
+    GO23,
+    GOAL,
+    GOAL_TURNS,
+    JUN16,
+    LOOKALIKES,
+    MAR1,
+    MAY30,
+    ORDINARY,
+    QUESTIONS,
+    STORIES,
+    STORIES_TURNS,
+    VISIT,
+    VISIT_4PM,
+)
 from tests.serve_apps.conftest import Served
 
 APP, USER = "seeds", "writer"
@@ -95,21 +114,15 @@ def done_cleanly(job: dict[str, Any], last: dict[str, Any]) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------- seven short stories
-MAY30 = datetime(2025, 5, 30, 18, 0, tzinfo=UTC)
-JUN16 = datetime(2025, 6, 16, 18, 0, tzinfo=UTC)
-STORIES = "The user has completed seven short stories."
-GOAL = "The user is writing a new short story and aims to write 500 words per week."
 
 
 def tell_stories(a: Agent, llm: ScriptedLLM) -> dict[str, Any]:
     llm.push([tool_call("memory_add", {"memory": STORIES, "topics": ["writing"]})])
-    first = session(MAY30, ("user", "I just finished my seventh short story, so that's seven done!"),
-                    ("assistant", "Seven completed stories is a real milestone."))
+    first = session(MAY30, *STORIES_TURNS)
     done_cleanly(a.ingest("may-30", first), first[-1])
     llm.push(lambda req: [tool_call("memory_update", {"memory_id": small_id(req, "seven short stories"),
                                                       "memory": GOAL, "topics": ["writing", "goals"]})])
-    second = session(JUN16, ("user", "I started a new story and I'm aiming for 500 words a week."),
-                     ("assistant", "A steady weekly goal works well."))
+    second = session(JUN16, *GOAL_TURNS)
     return done_cleanly(a.ingest("jun-16", second), second[-1])
 
 
@@ -132,7 +145,6 @@ def test_seven_stories_are_lost_under_merge_similar(make_server: MakeServer, scr
 
 
 # --------------------------------------------------------------- Go 1.21 -> 1.23
-GO21, GO23 = "The project requires Go 1.21.", "The project requires Go 1.23."
 
 
 @pytest.mark.parametrize(("policy", "expected"), [
@@ -155,10 +167,7 @@ def test_go_version_update_under_each_policy(make_server: MakeServer, scripted_l
 
 
 # --------------------------------------------------------------- changed facts that look alike
-@pytest.mark.parametrize(("old", "new"), [
-    ("Alice manages Bob.", "Bob manages Alice."),
-    ("The newsletter is published every Wednesday.", "The newsletter is no longer published every Wednesday."),
-])
+@pytest.mark.parametrize(("old", "new"), LOOKALIKES)
 def test_changed_facts_are_not_merged(make_server: MakeServer, scripted_llm: ScriptedLLM, old: str,
                                       new: str) -> None:
     a = agent(make_server, scripted_llm, "preserve_history")
@@ -176,25 +185,18 @@ def test_changed_facts_are_not_merged(make_server: MakeServer, scripted_llm: Scr
 
 
 # --------------------------------------------------------------- enrichment of the same event
-VISIT = {"memory": "Alice visited Bob on December 1st, 2025.", "memory_kind": "episode",
-         "event_time": "2025-12-01T00:00:00Z", "participants": ["Alice", "Bob"]}
-VISIT_4PM = {**VISIT, "memory": "Alice visited Bob at 4pm on December 1st, 2025.",
-             "event_time": "2025-12-01T16:00:00Z"}
-
-
 @pytest.mark.parametrize("form", ["add", "update"])
 def test_visit_enriched_with_4pm_is_merged(make_server: MakeServer, scripted_llm: ScriptedLLM, form: str) -> None:
     a = agent(make_server, scripted_llm, "preserve_history")
-    dec2 = datetime(2025, 12, 2, 9, tzinfo=UTC)
     scripted_llm.push([tool_call("memory_add", VISIT)])
-    a.ingest("visit", session(dec2, ("user", "Alice visited Bob yesterday.")))
+    a.ingest("visit", session(DEC2, ("user", "Alice visited Bob yesterday.")))
     (old,) = a.entries()
     if form == "add":
         scripted_llm.push([tool_call("memory_add", VISIT_4PM)])
     else:
         scripted_llm.push(lambda req: [tool_call("memory_update",
                                                  {**VISIT_4PM, "memory_id": small_id(req, "Alice visited")})])
-    job = a.ingest("visit-detail", session(dec2 + timedelta(hours=2), ("user", "Oh, and the visit was at 4pm.")))
+    job = a.ingest("visit-detail", session(DEC2 + timedelta(hours=2), ("user", "Oh, and the visit was at 4pm.")))
     (op,) = job["operations"]
     assert op["action"] == "update" and op["memory_id"] == old["id"]
     (entry,) = a.entries()
@@ -203,24 +205,7 @@ def test_visit_enriched_with_4pm_is_merged(make_server: MakeServer, scripted_llm
 
 
 # --------------------------------------------------------------- assistant-only information
-MAR1 = datetime(2025, 3, 1, 9, tzinfo=UTC)
-ASSISTANT_SESSION = session(
-    MAR1,
-    ("user", "Is there research on mindfulness and sleep?"),
-    ("assistant", "Yes. One study on mindfulness and sleep had 38 participants, who slept better after 6 weeks."),
-    ("user", "Fun. Also, can you suggest a classic Soviet cartoon?"),
-    ("assistant", "Try Nu, pogodi!, a Soviet animated series about a wolf chasing a hare."),
-)
-ORDINARY = [tool_call("memory_add", {"memory": "The user is interested in research on mindfulness and sleep."}),
-            tool_call("memory_add", {"memory": "The user is interested in classic Soviet cartoons."})]
-EPISODES = [
-    tool_call("assistant_episode", {"pair": 1, "memory": "The user asked about mindfulness and sleep research; "
-                                    "the assistant cited a study with 38 participants."}),
-    tool_call("assistant_episode", {"pair": 2, "memory": "The user asked for a classic Soviet cartoon; the "
-                                    "assistant suggested Nu, pogodi!, about a wolf chasing a hare."}),
-]
-QUESTIONS = [("How many participants were in the mindfulness study?", "38"),
-             ("What was the Soviet cartoon the assistant suggested?", "Nu, pogodi!")]
+ASSISTANT_SESSION = session(MAR1, *ASSISTANT_TURNS)
 
 
 def test_assistant_details_are_lost_without_the_episode_stage(make_server: MakeServer,

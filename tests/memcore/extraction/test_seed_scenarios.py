@@ -19,6 +19,25 @@ from memcore.extraction.pipeline import ExtractionReport, run_extraction
 from memcore.model import SearchOptions, UserKey
 from memcore.service import MemoryService
 from tests.scripted_llm import ScriptedLLM, small_id, tool_call
+from tests.seed_scenarios import (
+    ASSISTANT_TURNS,
+    DEC2,
+    EPISODES,
+    GO21,
+    GO23,
+    GOAL,
+    GOAL_TURNS,
+    JUN16,
+    LOOKALIKES,
+    MAR1,
+    MAY30,
+    ORDINARY,
+    QUESTIONS,
+    STORIES,
+    STORIES_TURNS,
+    VISIT,
+    VISIT_4PM,
+)
 
 KEY = UserKey(app="app", user="writer")
 POLICIES = ["merge_similar", "append_only", "preserve_history"]
@@ -50,20 +69,14 @@ def found(service: MemoryService, query: str, needle: str) -> bool:
 
 
 # --------------------------------------------------------------- seven short stories
-MAY30 = datetime(2025, 5, 30, 18, 0, tzinfo=UTC)
-JUN16 = datetime(2025, 6, 16, 18, 0, tzinfo=UTC)
-STORIES = "The user has completed seven short stories."
-GOAL = "The user is writing a new short story and aims to write 500 words per week."
 
 
 def _stories(service: MemoryService, llm: ScriptedLLM, policy: str) -> list[ExtractionReport]:
     llm.push([tool_call("memory_add", {"memory": STORIES, "topics": ["writing"]})])
-    first = run(service, llm, session(MAY30, ("user", "I just finished my seventh short story, so that's seven done!"),
-                                      ("assistant", "Seven completed stories is a real milestone.")), policy)
+    first = run(service, llm, session(MAY30, *STORIES_TURNS), policy)
     llm.push(lambda req: [tool_call("memory_update", {"memory_id": small_id(req, "seven short stories"),
                                                       "memory": GOAL, "topics": ["writing", "goals"]})])
-    second = run(service, llm, session(JUN16, ("user", "I started a new story and I'm aiming for 500 words a week."),
-                                       ("assistant", "A steady weekly goal works well.")), policy)
+    second = run(service, llm, session(JUN16, *GOAL_TURNS), policy)
     return [first, second]
 
 
@@ -83,7 +96,6 @@ def test_seven_stories_are_lost_under_merge_similar(service: MemoryService, llm:
 
 
 # --------------------------------------------------------------- Go 1.21 -> 1.23
-GO21, GO23 = "The project requires Go 1.21.", "The project requires Go 1.23."
 
 
 @pytest.mark.parametrize(("policy", "expected"), [
@@ -114,10 +126,7 @@ def test_go_version_proposed_as_an_add(service: MemoryService, llm: ScriptedLLM,
 
 
 # --------------------------------------------------------------- changed facts that look alike
-@pytest.mark.parametrize(("old", "new"), [
-    ("Alice manages Bob.", "Bob manages Alice."),
-    ("The newsletter is published every Wednesday.", "The newsletter is no longer published every Wednesday."),
-])
+@pytest.mark.parametrize(("old", "new"), LOOKALIKES)
 def test_changed_facts_are_not_merged(service: MemoryService, llm: ScriptedLLM, old: str, new: str) -> None:
     llm.push([tool_call("memory_add", {"memory": old})])
     run(service, llm, session(MAY30, ("user", old)), "preserve_history")
@@ -142,23 +151,16 @@ def test_merge_similar_does_collapse_them(service: MemoryService, llm: ScriptedL
 
 
 # --------------------------------------------------------------- enrichment of the same event
-VISIT = {"memory": "Alice visited Bob on December 1st, 2025.", "memory_kind": "episode",
-         "event_time": "2025-12-01T00:00:00Z", "participants": ["Alice", "Bob"]}
-VISIT_4PM = {**VISIT, "memory": "Alice visited Bob at 4pm on December 1st, 2025.",
-             "event_time": "2025-12-01T16:00:00Z"}
-
-
 @pytest.mark.parametrize("form", ["add", "update"])
 def test_visit_enriched_with_4pm_is_merged(service: MemoryService, llm: ScriptedLLM, form: str) -> None:
-    dec2 = datetime(2025, 12, 2, 9, tzinfo=UTC)
     llm.push([tool_call("memory_add", VISIT)])
-    run(service, llm, session(dec2, ("user", "Alice visited Bob yesterday.")), "preserve_history")
+    run(service, llm, session(DEC2, ("user", "Alice visited Bob yesterday.")), "preserve_history")
     (old,) = service.read(KEY)
     if form == "add":
         llm.push([tool_call("memory_add", VISIT_4PM)])
     else:
         llm.push(lambda req: [tool_call("memory_update", {**VISIT_4PM, "memory_id": small_id(req, "Alice visited")})])
-    report = run(service, llm, session(dec2 + timedelta(hours=2), ("user", "Oh, and the visit was at 4pm.")),
+    report = run(service, llm, session(DEC2 + timedelta(hours=2), ("user", "Oh, and the visit was at 4pm.")),
                  "preserve_history")
     (result,) = report.results
     assert result.action == "update" and result.memory_id == old.id
@@ -168,24 +170,7 @@ def test_visit_enriched_with_4pm_is_merged(service: MemoryService, llm: Scripted
 
 
 # --------------------------------------------------------------- assistant-only information
-MAR1 = datetime(2025, 3, 1, 9, tzinfo=UTC)
-ASSISTANT_SESSION = session(
-    MAR1,
-    ("user", "Is there research on mindfulness and sleep?"),
-    ("assistant", "Yes. One study on mindfulness and sleep had 38 participants, who slept better after 6 weeks."),
-    ("user", "Fun. Also, can you suggest a classic Soviet cartoon?"),
-    ("assistant", "Try Nu, pogodi!, a Soviet animated series about a wolf chasing a hare."),
-)
-ORDINARY = [tool_call("memory_add", {"memory": "The user is interested in research on mindfulness and sleep."}),
-            tool_call("memory_add", {"memory": "The user is interested in classic Soviet cartoons."})]
-EPISODES = [
-    tool_call("assistant_episode", {"pair": 1, "memory": "The user asked about mindfulness and sleep research; "
-                                    "the assistant cited a study with 38 participants."}),
-    tool_call("assistant_episode", {"pair": 2, "memory": "The user asked for a classic Soviet cartoon; the "
-                                    "assistant suggested Nu, pogodi!, about a wolf chasing a hare."}),
-]
-QUESTIONS = [("How many participants were in the mindfulness study?", "38"),
-             ("What was the Soviet cartoon the assistant suggested?", "Nu, pogodi!")]
+ASSISTANT_SESSION = session(MAR1, *ASSISTANT_TURNS)
 
 
 def test_assistant_details_are_lost_without_the_episode_stage(service: MemoryService, llm: ScriptedLLM) -> None:
