@@ -28,15 +28,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import shutil
 import sys
 import tempfile
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -51,114 +49,19 @@ from bench.common import (
     load_average,
     load_locomo,
     machine_info,
-    md_table,
     memory_dataset,
     memory_texts,
     percentiles,
-    plot_style,
     write_json,
 )
 from bench.http_api import APP, populate
+from bench.load_report import KINDS, SUSTAINED_FRACTION, goals, plot, report
+from bench.process_memory import MemorySampler, memory_trend
 
-KINDS = ("search", "add", "ingest")
 MIX = (0.70, 0.20, 0.10)
 OK_STATUS = frozenset({200, 201, 202, 204})
-SUSTAINED_FRACTION = 0.95
 
 
-# ----------------------------------------------------------------------------- memory of the process tree
-def _tree_pids(root: int) -> list[int]:
-    """``root`` and every descendant (Ray's GCS, raylet, workers and replicas all descend from the driver)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        ppid = int(stat[stat.rindex(b")") + 2 :].split()[1])
-        children.setdefault(ppid, []).append(int(entry.name))
-    out, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        out.append(pid)
-        todo.extend(children.get(pid, []))
-    return out
-
-
-def _proc_kb(pid: int) -> tuple[str, int, int]:
-    """(group, RSS kB, PSS kB) of one process; group: driver, worker (``ray::`` titles) or ray (system)."""
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            cmd = f.read().replace(b"\0", b" ").decode("utf-8", "replace")
-        rss = pss = 0
-        with open(f"/proc/{pid}/smaps_rollup") as f:
-            for line in f:
-                if line.startswith("Rss:"):
-                    rss = int(line.split()[1])
-                elif line.startswith("Pss:"):
-                    pss = int(line.split()[1])
-    except OSError:
-        return "gone", 0, 0
-    group = "driver" if pid == os.getpid() else "worker" if cmd.startswith("ray::") else "ray"
-    return group, rss, pss
-
-
-@dataclass
-class MemorySampler:
-    """Samples the driver's process tree every ``interval`` seconds in a thread."""
-
-    interval: float = 1.0
-    samples: list[dict[str, Any]] = field(default_factory=list)
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
-
-    def sample(self) -> dict[str, Any]:
-        totals: Counter[str] = Counter()
-        procs = 0
-        for pid in _tree_pids(os.getpid()):
-            group, rss, pss = _proc_kb(pid)
-            if group == "gone":
-                continue
-            procs += 1
-            totals[f"rss_{group}"] += rss
-            totals["rss"] += rss
-            totals["pss"] += pss
-        mb = {k: round(v / 1024, 1) for k, v in totals.items()}
-        return {"t": time.monotonic(), "procs": procs, **mb}
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.samples.append(self.sample())
-            self._stop.wait(self.interval)
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="memory-sampler", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-
-    def window(self, t0: float, t1: float) -> list[dict[str, Any]]:
-        return [s for s in self.samples if t0 <= s["t"] <= t1]
-
-
-def memory_trend(samples: list[dict[str, Any]], key: str = "rss") -> dict[str, Any]:
-    """Mean of the first and last third of a window and the change between them (percent)."""
-    values = [s[key] for s in samples if key in s]
-    if len(values) < 3:
-        return {"n": len(values)}
-    third = len(values) // 3
-    first, last = float(np.mean(values[:third])), float(np.mean(values[-third:]))
-    return {"n": len(values), "first_third_mb": round(first, 1), "last_third_mb": round(last, 1),
-            "change_pct": round(100 * (last - first) / first, 2), "max_mb": round(max(values), 1)}
-
-
-# ----------------------------------------------------------------------------- the workload
 @dataclass
 class Workload:
     """Seeded request factory: (kind, path, JSON body) for the 70/20/10 mix."""
@@ -352,119 +255,6 @@ async def drive(base: str, work: Workload, args: argparse.Namespace, sampler: Me
 
 
 # ----------------------------------------------------------------------------- report
-def goals(res: dict[str, Any], flat_pct: float) -> dict[str, Any]:
-    sustained = [lv for lv in res["levels"] if lv["sustained"]]
-    best = max(sustained, key=lambda lv: lv["offered_rps"]) if sustained else None
-    judged = res.get("soak") or best
-    mem = (judged or {}).get("memory", {})
-    change = mem.get("change_pct")
-    flat = change is not None and abs(change) <= flat_pct
-    errors = None if judged is None else judged["errors"]
-    return {
-        "highest_sustained_rps": best["offered_rps"] if best else None,
-        "judged_on": None if judged is None else judged["phase"],
-        "errors_at_highest": errors,
-        "memory_change_pct": change,
-        "flat_pct": flat_pct,
-        "memory_flat": flat,
-        "met": bool(best) and errors == 0 and flat,
-    }
-
-
-def _pp(p: dict[str, Any]) -> str:
-    if not p.get("n"):
-        return "-"
-    return f"{p['p50']:.0f} / {p['p99']:.0f}"
-
-
-def report(res: dict[str, Any]) -> str:
-    cfg, g = res["config"], res["goals"]
-    lines = [
-        f"Mixed load (70 % search, 20 % add, 10 % ingest), {cfg['entries']:,} entries over {cfg['users']} users, "
-        f"{cfg['shards']} shards, embedder {cfg['embedder']}, open loop (Poisson), {cfg['duration_s']:g} s per rate; "
-        f"{res['machine']['cpu_count']} CPUs, load average at start {res['machine']['load_average']}.",
-        "",
-    ]
-    rows = []
-    for lv in [*res["levels"], *([res["soak"]] if res.get("soak") else [])]:
-        lat, mem = lv["latency_ms"], lv["memory"]
-        rows.append([
-            f"{lv['phase']} {lv['offered_rps']:g}", f"{lv['achieved_rps']:.1f}", lv["errors"],
-            _pp(lat["search"]), _pp(lat["add"]), _pp(lat["ingest"]),
-            f"{mem.get('first_third_mb', '-')} → {mem.get('last_third_mb', '-')} ({mem.get('change_pct', '-')} %)",
-            "yes" if lv["sustained"] else "no",
-        ])
-    lines += md_table(["offered req/s", "achieved req/s", "errors", "search p50/p99 ms", "add p50/p99 ms",
-                       "ingest p50/p99 ms", "RSS MB first → last third", "sustained"], rows)
-    lines += [
-        "",
-        f"- highest sustained rate (0 errors, achieved ≥ {SUSTAINED_FRACTION:.0%} of offered): "
-        f"{g['highest_sustained_rps']} req/s",
-        f"- errors at that rate ({g['judged_on']}): {g['errors_at_highest']}",
-        f"- memory (RSS of the driver and every Ray process) at that rate: {g['memory_change_pct']} % from the "
-        f"first to the last third (flat: within ±{g['flat_pct']:g} %) -> {'flat' if g['memory_flat'] else 'NOT flat'}",
-        f"- goal (0 errors and flat memory at the highest sustained rate): {'MET' if g['met'] else 'NOT MET'}",
-    ]
-    for lv in res["levels"]:
-        if lv["error_samples"]:
-            lines.append(f"- errors at {lv['offered_rps']:g} req/s: {lv['statuses']}; e.g. {lv['error_samples'][0]}")
-    return "\n".join(lines) + "\n"
-
-
-def plot(res: dict[str, Any], samples: list[dict[str, Any]], path: Path) -> None:
-    plt = plot_style()
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
-    levels = res["levels"]
-    offered = [lv["offered_rps"] for lv in levels]
-    ax = axes[0]
-    ax.plot(offered, offered, ls="--", color="#7f7f7f", label="offered")
-    ax.plot(offered, [lv["achieved_rps"] for lv in levels], marker="o", label="achieved")
-    for lv in levels:
-        if lv["errors"]:
-            ax.annotate(f"{lv['errors']} errors", (lv["offered_rps"], lv["achieved_rps"]), color="#d62728",
-                        fontsize=8, textcoords="offset points", xytext=(4, -10))
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log", base=2)
-    ax.set_xticks(offered, [f"{x:g}" for x in offered])
-    ax.set_yticks(offered, [f"{x:g}" for x in offered])
-    ax.set_xlabel("offered req/s")
-    ax.set_ylabel("achieved req/s")
-    ax.set_title("throughput")
-    ax.legend()
-    ax = axes[1]
-    for i, kind in enumerate(KINDS):
-        pts = [(lv["offered_rps"], lv["latency_ms"][kind]) for lv in levels if lv["latency_ms"][kind].get("n")]
-        ax.plot([x for x, _ in pts], [p["p50"] for _, p in pts], marker="o", color=f"C{i}", label=f"{kind} p50")
-        ax.plot([x for x, _ in pts], [p["p99"] for _, p in pts], marker="x", ls=":", color=f"C{i}",
-                label=f"{kind} p99")
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xticks(offered, [f"{x:g}" for x in offered])
-    ax.set_xlabel("offered req/s")
-    ax.set_ylabel("ms (from the scheduled send time)")
-    ax.set_title("latency")
-    ax.legend(ncol=2)
-    ax = axes[2]
-    if samples:
-        t0 = samples[0]["t"]
-        ts = [s["t"] - t0 for s in samples]
-        ax.plot(ts, [s["rss"] for s in samples], label="RSS, all processes")
-        ax.plot(ts, [s["pss"] for s in samples], label="PSS, all processes")
-        ax.plot(ts, [s.get("rss_worker", 0) for s in samples], label="RSS, Ray workers")
-        top = max(s["rss"] for s in samples)
-        for lv in [*levels, *([res["soak"]] if res.get("soak") else [])]:
-            a, b = lv["window"]
-            ax.axvspan(a, b, alpha=0.12, color="#2ca02c" if lv["sustained"] else "#d62728")
-            ax.text(a, top, f"{lv['offered_rps']:g}", fontsize=7, va="bottom")
-    ax.set_xlabel("s since the deployment was ready")
-    ax.set_ylabel("MB")
-    ax.set_title("memory (shaded: rates; green sustained)")
-    ax.legend(loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-
-
-# ----------------------------------------------------------------------------- main
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--entries", type=int, default=20_000)
