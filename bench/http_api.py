@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 import tempfile
 import time
@@ -120,9 +121,12 @@ def over_http(settings: Any, queries: list[tuple[int, str]], levels: list[int], 
     import ray
     from ray import serve
 
+    from cluster.deploy import SERVE_PROCESS_ENV
     from memcore.settings import to_plain
     from serve_apps.builder import build_app
 
+    for name, value in SERVE_PROCESS_ENV.items():  # as memctl's `ray start` sets them
+        os.environ.setdefault(name, value)
     ray.init(address="local", num_cpus=4, include_dashboard=False, logging_level="ERROR", log_to_driver=False,
              namespace=settings.namespace)
     serve.start(http_options={"host": "127.0.0.1", "port": port})

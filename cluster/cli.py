@@ -36,7 +36,7 @@ DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "serve.loc
 
 
 def _ray_env() -> dict[str, str]:
-    return {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    return {**deploy.SERVE_PROCESS_ENV, **os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
 
 
 def _set_ray_auth() -> None:

@@ -23,6 +23,12 @@ import yaml
 
 from memcore.settings import Settings, load_settings, to_plain
 
+SERVE_PROCESS_ENV = {"RAY_SERVE_PROXY_USE_GRPC": "1"}
+"""Environment of the Ray processes that Serve starts (read when they start, so it must be set where Ray
+starts: ``memctl up``'s ``ray start``, the bench, the image). The proxy then reaches the ingress replica
+over gRPC instead of a Ray actor call: measured ~3 ms less per request on one machine (GET /healthz
+7.5 -> 4.0 ms p50)."""
+
 
 @dataclass
 class AppSpec:

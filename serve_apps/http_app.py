@@ -25,29 +25,20 @@ Writes answer with ``X-Memcluster-Seq``, the write's place in the user's FIFO. W
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import hmac
-import re
-from collections.abc import Callable, Coroutine
+import time
 from typing import Annotated, Any
-from urllib.parse import unquote_to_bytes
 
 from fastapi import APIRouter, FastAPI, Path, Query, Request, Response, Security
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from fastapi.routing import APIRoute
 from fastapi.security import HTTPBearer
 from pydantic import BaseModel
-from starlette.exceptions import HTTPException
-from starlette.types import Scope
 
-from actors.backend import ShardBackend, unwrap
-from memcore.errors import AuthenticationError, NotFoundError, PermissionDeniedError, StoreError, ValidationError
+from actors.backend import unwrap
+from memcore.errors import NotFoundError, StoreError
 from memcore.model import UserKey
-from memcore.ports import Embedder
 from memcore.service import make_key
-from memcore.settings import HttpSettings, Settings
 from memcore.tools import ALL_TOOLS, ToolMode, exposed_schemas
+from serve_apps.http_access import ROUTE_T0, KeyRoute, ScopedRoute, _body_limit, _state, attach
 from serve_apps.http_errors import (
     BodyLimitMiddleware,
     install_error_handlers,
@@ -70,7 +61,10 @@ from serve_apps.http_models import (
     ToolList,
 )
 
+__all__ = ["SEQ_HEADER", "TIMING_HEADER", "attach", "create_app"]
+
 SEQ_HEADER = "X-Memcluster-Seq"
+TIMING_HEADER = "Server-Timing"
 READY_TIMEOUT_S = 10.0
 _USER_PREFIX = "/v1/apps/{app}/users/{user}"
 _bearer = HTTPBearer(auto_error=False, description="The API key of the app in the path.")
@@ -95,121 +89,6 @@ def _errors(*extra: int) -> dict[int | str, dict[str, Any]]:
     return out
 
 
-# ---------------------------------------------------------------- state and auth
-def attach(app: FastAPI, backend: ShardBackend, settings: Settings, query_embedder: Embedder | None = None) -> None:
-    """Give the app its shard backend and settings (routes read them from ``app.state``).
-
-    With a ``query_embedder`` the search route embeds the query in this process and sends the
-    vector to the shard (one hop fewer than the shard asking the embedder deployment)."""
-    app.state.backend = backend
-    app.state.settings = settings
-    app.state.query_embedder = query_embedder
-
-
-def _state(request: Request) -> tuple[ShardBackend, Settings]:
-    backend = getattr(request.app.state, "backend", None)
-    settings = getattr(request.app.state, "settings", None)
-    if backend is None or settings is None:
-        raise StoreError("the service is starting: no shard backend attached yet", field="backend")
-    return backend, settings
-
-
-def _digest(secret: str) -> bytes:
-    return hashlib.sha256(secret.encode("utf-8")).digest()
-
-
-def granted_apps(request: Request) -> set[str] | None:
-    """The apps the presented ``Authorization: Bearer <key>`` opens (None: auth is off).
-
-    Every configured key is compared in constant time; a missing or unknown key is 401.
-    """
-    _, settings = _state(request)
-    keys = settings.api_key_map()
-    if not keys:
-        return None
-    values = request.headers.getlist("authorization")
-    if len(values) > 1:  # proxies and this app could each pick a different one
-        raise AuthenticationError("more than one Authorization header", field="authorization")
-    scheme, _, token = (values[0] if values else "").partition(" ")
-    token = token.strip()
-    if scheme.lower() != "bearer" or not token:
-        raise AuthenticationError("an API key is required: Authorization: Bearer <key>", field="authorization")
-    presented = _digest(token)
-    granted: set[str] = set()
-    for app_name, key in keys.items():  # every key is compared; no early exit
-        if hmac.compare_digest(presented, _digest(key)):
-            granted.add(app_name)
-    if not granted:
-        raise AuthenticationError("unknown API key", field="authorization")
-    return granted
-
-
-def authorize(request: Request) -> None:
-    """The key must open the app named in the path (403 for a key of another app)."""
-    granted = granted_apps(request)
-    if granted is None:
-        return
-    app_name = str(request.path_params.get("app", ""))
-    if app_name not in granted:
-        raise PermissionDeniedError(f"the API key does not grant access to app {app_name!r}", field="app")
-
-
-def check_path_encoding(request: Request) -> None:
-    """Path segments must be UTF-8 once percent-decoded: the server would otherwise replace bad bytes
-    with U+FFFD, and different raw ids (``%FF``, ``%FE``, a CESU-8 surrogate ``%ED%A0%80``) would
-    name the same user or app."""
-    raw = request.scope.get("raw_path")
-    if isinstance(raw, bytes):
-        try:
-            unquote_to_bytes(raw).decode("utf-8")
-        except UnicodeDecodeError:
-            raise ValidationError("the URL path is not valid UTF-8 once percent-decoded", field="path") from None
-
-
-class ScopedRoute(APIRoute):
-    """Checks the API key before the body is read, and turns every failure into the error shape."""
-
-    def check(self, request: Request) -> None:
-        authorize(request)
-        check_path_encoding(request)
-
-    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
-        handler = super().get_route_handler()
-
-        async def guarded(request: Request) -> Response:
-            try:
-                self.check(request)
-                return await handler(request)
-            except (HTTPException, RequestValidationError):
-                raise  # the app's handlers render these
-            except Exception as exc:  # noqa: BLE001 - every failure becomes the error shape (logged there)
-                return response_for(exc)
-
-        return guarded
-
-
-class KeyRoute(ScopedRoute):
-    """For routes without an app in the path: any valid key; the handler checks the resource's app
-    against ``request.state.granted_apps`` (None when auth is off)."""
-
-    def check(self, request: Request) -> None:
-        request.state.granted_apps = granted_apps(request)
-        check_path_encoding(request)
-
-
-_IMPORT_ROUTE = re.compile(r"/v1/apps/[^/]+/import$")
-
-
-def _body_limit(scope: Scope) -> int:
-    """``max_import_bytes`` for ``POST /v1/apps/{app}/import`` (a JSONL backup), else ``max_body_bytes``."""
-    app = scope.get("app")
-    settings = getattr(getattr(app, "state", None), "settings", None)
-    http = settings.http if isinstance(settings, Settings) else HttpSettings()
-    if scope.get("method") == "POST" and _IMPORT_ROUTE.search(str(scope.get("path", ""))):
-        return http.max_import_bytes
-    return http.max_body_bytes
-
-
 # ---------------------------------------------------------------- helpers
 def _json(value: Any) -> Any:
     if isinstance(value, BaseModel):
@@ -221,6 +100,15 @@ def _json(value: Any) -> Any:
 
 def _seq_headers(seq: int | None) -> dict[str, str]:
     return {SEQ_HEADER: str(seq)} if seq is not None else {}
+
+
+def _server_timing(request: Request, start: float, **parts: float) -> str:
+    """``Server-Timing`` value in ms: ``pre`` (auth check, body read and validation, up to the handler's
+    ``start``), the handler's ``parts``, then ``app`` (all of it, since the route wrapper started)."""
+    t0 = request.scope.get(ROUTE_T0)
+    if isinstance(t0, float):
+        parts = {"pre": start - t0, **parts, "app": time.perf_counter() - t0}
+    return ", ".join(f"{name};dur={sec * 1e3:.2f}" for name, sec in parts.items())
 
 
 async def _call(request: Request, key: UserKey, method: str, *args: Any) -> tuple[Any, int | None]:
@@ -292,14 +180,21 @@ def _memory_routes(router: APIRouter) -> None:
                  summary="Search memories", tags=["search"])
     async def search_memories(request: Request, app: App, user: User, options: SearchRequest) -> Response:
         """Hybrid (dense + BM25, RRF) or dense search with every option; an empty query returns no hits."""
+        t0 = time.perf_counter()
         key, opts = make_key(app, user), options.options()
         embedder = getattr(request.app.state, "query_embedder", None)
         if embedder is not None and opts.query.strip():
             vector = (await asyncio.to_thread(embedder.embed_queries, [opts.query]))[0]
+            t1 = time.perf_counter()
             hits, _ = await _call(request, key, "search", opts, vector)
         else:
+            t1 = t0
             hits, _ = await _call(request, key, "search", opts)
-        return JSONResponse({"hits": _json(hits)})
+        t2 = time.perf_counter()
+        response = JSONResponse({"hits": _json(hits)})
+        response.headers[TIMING_HEADER] = _server_timing(request, t0, embed=t1 - t0, shard=t2 - t1,
+                                                         encode=time.perf_counter() - t2)
+        return response
 
     @router.post("/preload", response_model=PreloadResponse, responses=_errors(), summary="Preload memories",
                  tags=["preload"])

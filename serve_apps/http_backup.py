@@ -31,7 +31,8 @@ from pydantic import BaseModel, Field
 from memcore.backup import encode_line, parse_jsonl
 from memcore.model import Entry
 from memcore.service import make_key
-from serve_apps.http_app import App, _errors, _state
+from serve_apps.http_access import _state
+from serve_apps.http_app import App, _errors
 
 JSONL = "application/x-ndjson"
 USERS_HEADER = "X-Memcluster-Users"

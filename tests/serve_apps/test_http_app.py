@@ -326,6 +326,9 @@ def test_search(client: httpx.Client) -> None:
     hits = r.json()["hits"]
     assert hits and hits[0]["entry"]["text"] == "Dana adopted a cat named Miso"
     assert isinstance(hits[0]["score"], float)
+    timing = dict(part.strip().split(";dur=") for part in r.headers["server-timing"].split(","))
+    assert list(timing) == ["pre", "embed", "shard", "encode", "app"]
+    assert all(float(v) >= 0 for v in timing.values())
     r = client.post(f"{base}/memories/search", json={"query": "nurse", "kind": "episode", "kind_fallback": False,
                                                      "max_results": 5, "deduplicate": True})
     assert [h["entry"]["kind"] for h in r.json()["hits"]] == ["episode"]

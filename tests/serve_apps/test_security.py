@@ -27,7 +27,7 @@ import httpx
 import pytest
 
 from memcore.settings import HttpSettings, Settings
-from serve_apps import http_app
+from serve_apps import http_access
 from tests.serve_apps.conftest import Served, serve_local
 
 KEYS = {"app-a": "sec-key-A-6f1d2c3b4a59687", "app-b": "sec-key-B-0a9b8c7d6e5f4a3",
@@ -85,7 +85,7 @@ def concrete(path: str, app: str, user: str = "u") -> str:
 
 # ------------------------------------------------------------------ keys
 def test_keys_are_compared_in_constant_time_over_every_key(sec: Served, monkeypatch: pytest.MonkeyPatch) -> None:
-    source = inspect.getsource(http_app.granted_apps)
+    source = inspect.getsource(http_access.granted_apps)
     assert "hmac.compare_digest" in source and "==" not in source
     loop = source[source.index("for app_name"):]
     assert not re.search(r"\b(break|return)\b", loop.split("if not granted")[0]), "no early exit"
