@@ -29,18 +29,20 @@ import json
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from jobs.locomo import parse_dia_id, parse_sample, parse_time, turn_text
 from memcore.extraction.events import Event
+
+__all__ = ["APP", "CATEGORIES", "QA", "Conversation", "Session", "convert", "load", "parse_dia_id", "parse_evidence",
+           "parse_time", "session_of", "turn_text"]
 
 APP = "locomo"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 
-_SESSION_KEY = re.compile(r"^session_(\d+)$")
 _DIA_ID = re.compile(r"D\s*:?\s*(\d+)\s*:\s*(\d+)", re.IGNORECASE)
-_FALLBACK_T0 = datetime(2000, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -82,12 +84,6 @@ class Conversation:
         return sum(len(s.events) for s in self.sessions)
 
 
-def parse_dia_id(text: str) -> tuple[int, int] | None:
-    """``(session, turn)`` of the first dia id in ``text`` (tolerant), else None."""
-    m = _DIA_ID.search(text)
-    return (int(m.group(1)), int(m.group(2))) if m else None
-
-
 def parse_evidence(values: Iterable[Any] | str | None) -> tuple[str, ...]:
     """Every dia id found in ``values`` as ``"D<s>:<t>"``, in order, without repeats."""
     if values is None:
@@ -103,57 +99,13 @@ def session_of(turn_id: str) -> int | None:
     return parsed[0] if parsed else None
 
 
-def parse_time(value: str) -> datetime | None:
-    """LoCoMo session stamps such as ``"1:56 pm on 8 May, 2023"`` (UTC); None when unparsable."""
-    text = " ".join(str(value).split())
-    for fmt in ("%I:%M %p on %d %B, %Y", "%I:%M %p on %d %b, %Y", "%I:%M %p on %d %B %Y", "%Y-%m-%d %H:%M"):
-        try:
-            return datetime.strptime(text, fmt).replace(tzinfo=UTC)
-        except ValueError:
-            continue
-    return None
-
-
-def _turn_text(turn: dict[str, Any], captions: bool) -> str:
-    text = " ".join(str(turn.get("text", "")).split())
-    caption = " ".join(str(turn.get("blip_caption", "") or "").split())
-    if captions and caption:
-        text = f"{text} [shares a photo: {caption}]".strip()
-    return text
-
-
 def convert(sample: dict[str, Any], index: int = 0, *, captions: bool = False) -> Conversation:
-    """One LoCoMo sample → a :class:`Conversation` (one user)."""
-    conv = sample.get("conversation") or {}
-    sample_id = str(sample.get("sample_id") or f"conv-{index}")
-    speaker_a = str(conv.get("speaker_a") or "Speaker A").strip()
-    speaker_b = str(conv.get("speaker_b") or "Speaker B").strip()
-    numbers = sorted(int(m.group(1)) for k, v in conv.items() if (m := _SESSION_KEY.match(k)) and isinstance(v, list))
-    sessions: list[Session] = []
-    last: datetime | None = None
-    for num in numbers:
-        key = f"session_{num}"
-        when = parse_time(str(conv.get(f"{key}_date_time", "")))
-        if when is None:
-            when = last + timedelta(days=1) if last is not None else _FALLBACK_T0
-        last = when
-        session = Session(id=key, number=num, time=when)
-        seen: set[str] = set()
-        for i, turn in enumerate(conv[key]):
-            text = _turn_text(turn, captions)
-            if not text:
-                continue
-            parsed = parse_dia_id(str(turn.get("dia_id", "")))
-            event_id = f"D{parsed[0]}:{parsed[1]}" if parsed else f"D{num}:{i + 1}"
-            if event_id in seen:
-                event_id = f"{event_id}#{i}"
-            seen.add(event_id)
-            speaker = str(turn.get("speaker", "")).strip()
-            role = "user" if speaker == speaker_a else "assistant"
-            session.events.append(
-                Event(id=event_id, role=role, content=text, timestamp=when + timedelta(seconds=i))
-            )
-        sessions.append(session)
+    """One LoCoMo sample → a :class:`Conversation` (one user); the sessions as ``jobs.locomo`` parses them."""
+    parsed = parse_sample(sample, index, captions=captions)
+    sessions = [Session(id=s.key, number=s.number, time=s.time,
+                        events=[Event(id=t.id, role=t.role, content=t.text, timestamp=t.timestamp)  # type: ignore[arg-type]
+                                for t in s.turns])
+                for s in parsed.sessions]
     questions = []
     for qa in sample.get("qa", []) or []:
         q = " ".join(str(qa.get("question", "")).split())
@@ -161,7 +113,7 @@ def convert(sample: dict[str, Any], index: int = 0, *, captions: bool = False) -
             continue
         answer = qa.get("answer", qa.get("adversarial_answer", ""))
         questions.append(QA(q, str(answer), int(qa.get("category", 0) or 0), parse_evidence(qa.get("evidence"))))
-    return Conversation(sample_id, sample_id, speaker_a, speaker_b, sessions, questions)
+    return Conversation(parsed.user, parsed.user, parsed.speaker_a, parsed.speaker_b, sessions, questions)
 
 
 def load(path: str | Path, *, limit: int | None = None, captions: bool = False) -> list[Conversation]:

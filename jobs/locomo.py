@@ -1,7 +1,7 @@
 """LoCoMo-format files → backfill archive rows (``memctl backfill --locomo FILE --app APP``).
 
 LoCoMo-10 is CC BY-NC 4.0: evaluation use only. The mapping is the one of issue 5 and of
-``bench/locomo.py`` (which also parses the QA; the two must agree, a test checks it):
+``bench/locomo.py`` (which builds on :func:`parse_sample` and also parses the QA):
 
 - each conversation (``sample_id``, else ``conv-<index>``) is one user;
 - speaker A is the ``user`` role, speaker B (and any other name) the ``assistant`` role; the
@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,34 @@ _FALLBACK_T0 = datetime(2000, 1, 1, tzinfo=UTC)
 _FORMATS = ("%I:%M %p on %d %B, %Y", "%I:%M %p on %d %b, %Y", "%I:%M %p on %d %B %Y", "%Y-%m-%d %H:%M")
 
 
+@dataclass(frozen=True)
+class Turn:
+    id: str  # the dia id, "D3:5"
+    role: str  # "user" (speaker A) or "assistant"
+    text: str
+    timestamp: datetime
+
+
+@dataclass(frozen=True)
+class Session:
+    number: int
+    key: str  # "session_3"
+    time: datetime
+    turns: list[Turn]
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One LoCoMo conversation: one user, the two speakers, the sessions in order."""
+
+    user: str
+    speaker_a: str
+    speaker_b: str
+    sessions: list[Session]
+
+
 def parse_time(value: str) -> datetime | None:
+    """LoCoMo session stamps such as ``"1:56 pm on 8 May, 2023"`` (UTC); None when unparsable."""
     text = " ".join(str(value).split())
     for fmt in _FORMATS:
         try:
@@ -37,13 +65,29 @@ def parse_time(value: str) -> datetime | None:
     return None
 
 
-def sample_rows(sample: dict[str, Any], index: int, app: str) -> Iterator[dict[str, Any]]:
-    """The archive rows (one per session) of one LoCoMo sample."""
+def parse_dia_id(text: str) -> tuple[int, int] | None:
+    """``(session, turn)`` of the first dia id in ``text`` (tolerant: ``D3:5``, ``d 3 : 5``), else None."""
+    m = _DIA_ID.search(text)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def turn_text(turn: dict[str, Any], captions: bool = False) -> str:
+    """The turn's text, whitespace-normalised; with ``captions`` the shared photo's caption appended."""
+    text = " ".join(str(turn.get("text", "")).split())
+    caption = " ".join(str(turn.get("blip_caption", "") or "").split())
+    if captions and caption:
+        text = f"{text} [shares a photo: {caption}]".strip()
+    return text
+
+
+def parse_sample(sample: dict[str, Any], index: int = 0, *, captions: bool = False) -> Sample:
+    """One LoCoMo sample with the mapping of this module's docstring (empty turns dropped)."""
     conv = sample.get("conversation") or {}
     user = str(sample.get("sample_id") or f"conv-{index}")
     speaker_a = str(conv.get("speaker_a") or "Speaker A").strip()
     speaker_b = str(conv.get("speaker_b") or "Speaker B").strip()
     numbers = sorted(int(m.group(1)) for k, v in conv.items() if (m := _SESSION_KEY.match(k)) and isinstance(v, list))
+    sessions: list[Session] = []
     last: datetime | None = None
     for num in numbers:
         key = f"session_{num}"
@@ -51,23 +95,32 @@ def sample_rows(sample: dict[str, Any], index: int, app: str) -> Iterator[dict[s
         if when is None:
             when = last + timedelta(days=1) if last is not None else _FALLBACK_T0
         last = when
-        events: list[dict[str, Any]] = []
+        turns: list[Turn] = []
         seen: set[str] = set()
         for i, turn in enumerate(conv[key]):
-            text = " ".join(str(turn.get("text", "")).split())
+            text = turn_text(turn, captions)
             if not text:
                 continue
-            m = _DIA_ID.search(str(turn.get("dia_id", "")))
-            event_id = f"D{int(m.group(1))}:{int(m.group(2))}" if m else f"D{num}:{i + 1}"
-            if event_id in seen:
-                event_id = f"{event_id}#{i}"
-            seen.add(event_id)
+            parsed = parse_dia_id(str(turn.get("dia_id", "")))
+            turn_id = f"D{parsed[0]}:{parsed[1]}" if parsed else f"D{num}:{i + 1}"
+            if turn_id in seen:
+                turn_id = f"{turn_id}#{i}"
+            seen.add(turn_id)
             role = "user" if str(turn.get("speaker", "")).strip() == speaker_a else "assistant"
-            events.append({"id": event_id, "role": role, "content": text,
-                           "timestamp": (when + timedelta(seconds=i)).isoformat()})
-        if events:
-            yield {"app": app, "user": user, "session": key, "names": {"user": speaker_a, "assistant": speaker_b},
-                   "events": events}
+            turns.append(Turn(turn_id, role, text, when + timedelta(seconds=i)))
+        sessions.append(Session(num, key, when, turns))
+    return Sample(user, speaker_a, speaker_b, sessions)
+
+
+def sample_rows(sample: dict[str, Any], index: int, app: str) -> Iterator[dict[str, Any]]:
+    """The archive rows (one per session with turns) of one LoCoMo sample."""
+    parsed = parse_sample(sample, index)
+    names = {"user": parsed.speaker_a, "assistant": parsed.speaker_b}
+    for session in parsed.sessions:
+        if session.turns:
+            events = [{"id": t.id, "role": t.role, "content": t.text, "timestamp": t.timestamp.isoformat()}
+                      for t in session.turns]
+            yield {"app": app, "user": parsed.user, "session": session.key, "names": names, "events": events}
 
 
 def rows(path: str | Path, app: str = "locomo", *, limit: int | None = None) -> list[dict[str, Any]]:
