@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from jobs.locomo import parse_time
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 CACHE = RESULTS / "cache"
@@ -226,16 +228,6 @@ class Question:
 _SESSION_KEY = re.compile(r"^session_(\d+)$")
 
 
-def parse_locomo_time(value: str) -> datetime | None:
-    """LoCoMo session stamps such as ``"1:56 pm on 8 May, 2023"``; None when unparsable."""
-    for fmt in ("%I:%M %p on %d %B, %Y", "%I:%M %p on %d %b, %Y"):
-        try:
-            return datetime.strptime(value.strip(), fmt).replace(tzinfo=UTC)
-        except ValueError:
-            continue
-    return None
-
-
 def load_locomo(path: Path = LOCOMO) -> tuple[list[Turn], list[Question]]:
     """Every dialogue turn (in conversation/session/turn order) and every QA question."""
     data = json.loads(path.read_text())
@@ -247,7 +239,7 @@ def load_locomo(path: Path = LOCOMO) -> tuple[list[Turn], list[Question]]:
             (int(m.group(1)), k) for k in conv if (m := _SESSION_KEY.match(k)) and isinstance(conv[k], list)
         )
         for num, key in sessions:
-            when = parse_locomo_time(str(conv.get(f"{key}_date_time", "")))
+            when = parse_time(str(conv.get(f"{key}_date_time", "")))
             for turn in conv[key]:
                 text = str(turn.get("text", "")).strip()
                 if not text:
