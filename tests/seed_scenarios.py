@@ -26,6 +26,11 @@ GOAL_TURNS = [("user", "I started a new story and I'm aiming for 500 words a wee
 
 # Go 1.21 -> 1.23
 GO21, GO23 = "The project requires Go 1.21.", "The project requires Go 1.23."
+GO_AFTER_UPDATE = [  # (policy, the entries left after "1.21" is updated to "1.23")
+    ("merge_similar", [GO23]),
+    ("append_only", [GO21, GO23]),
+    ("preserve_history", [GO21, GO23]),
+]
 
 # changed facts that look alike
 LOOKALIKES = [

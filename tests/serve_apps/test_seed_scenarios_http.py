@@ -28,6 +28,7 @@ from tests.seed_scenarios import (
     EPISODES,
     GO21,
     GO23,
+    GO_AFTER_UPDATE,
     GOAL,
     GOAL_TURNS,
     JUN16,
@@ -147,11 +148,7 @@ def test_seven_stories_are_lost_under_merge_similar(make_server: MakeServer, scr
 # --------------------------------------------------------------- Go 1.21 -> 1.23
 
 
-@pytest.mark.parametrize(("policy", "expected"), [
-    ("merge_similar", [GO23]),
-    ("append_only", [GO21, GO23]),
-    ("preserve_history", [GO21, GO23]),
-])
+@pytest.mark.parametrize(("policy", "expected"), GO_AFTER_UPDATE)
 def test_go_version_update_under_each_policy(make_server: MakeServer, scripted_llm: ScriptedLLM, policy: str,
                                              expected: list[str]) -> None:
     a = agent(make_server, scripted_llm, policy)

@@ -25,6 +25,7 @@ from tests.seed_scenarios import (
     EPISODES,
     GO21,
     GO23,
+    GO_AFTER_UPDATE,
     GOAL,
     GOAL_TURNS,
     JUN16,
@@ -98,11 +99,7 @@ def test_seven_stories_are_lost_under_merge_similar(service: MemoryService, llm:
 # --------------------------------------------------------------- Go 1.21 -> 1.23
 
 
-@pytest.mark.parametrize(("policy", "expected"), [
-    ("merge_similar", [GO23]),
-    ("append_only", [GO21, GO23]),
-    ("preserve_history", [GO21, GO23]),
-])
+@pytest.mark.parametrize(("policy", "expected"), GO_AFTER_UPDATE)
 def test_go_version_update_under_each_policy(service: MemoryService, llm: ScriptedLLM, policy: str,
                                              expected: list[str]) -> None:
     llm.push([tool_call("memory_add", {"memory": GO21, "topics": ["go"]})])
