@@ -25,7 +25,7 @@ from memcore.model import UserKey
 from memcore.ports import Embedder
 from memcore.settings import Settings
 
-READ_METHODS = frozenset({"get", "read", "search", "preload", "ping", "status", "count", "job", "recall",
+READ_METHODS = frozenset({"get", "read", "search", "search_json", "preload", "ping", "status", "count", "job", "recall",
                           "embedder_info", "generation_info", "export", "export_users"})
 
 

@@ -128,3 +128,17 @@ def test_restart_rebuilds_after_interrupted_write(settings: Settings, hashing_em
         assert [h.entry.text for h in c2.search(A, {"query": "edited"})] == ["first, edited"]
     finally:
         c2.close()
+
+
+def test_search_json_is_search_as_the_http_api_sends_it(core: ShardCore) -> None:
+    import json
+
+    key = UserKey(app="a", user="u")
+    core.add(key, {"text": "Ünïcode café notes about the Lisbon trip", "topics": ["travel"]})
+    core.add(key, {"text": "Lisbon flight leaves at 9am", "event_time": "2024-05-01T09:00:00Z"})
+    options = {"query": "Lisbon trip", "max_results": 5}
+    hits = core.search(key, options)
+    raw = core.search_json(key, options)
+    assert isinstance(raw, bytes) and len(hits) == 2
+    assert json.loads(raw) == [h.model_dump(mode="json") for h in hits]
+    assert core.search_json(key, {"query": ""}) == b"[]"
