@@ -30,13 +30,14 @@ from typing import Any
 import httpx
 
 from cluster import deploy
+from memcore.settings import Settings
 
 STATE_FILE = Path(os.environ.get("MEMCTL_STATE", "~/.memcluster/memctl.json")).expanduser()
 DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "serve.local.yaml"
 
 
-def _ray_env() -> dict[str, str]:
-    return {**deploy.SERVE_PROCESS_ENV, **os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+def _ray_env(settings: Settings) -> dict[str, str]:
+    return {**deploy.serve_process_env(settings), **os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
 
 
 def _set_ray_auth() -> None:
@@ -62,14 +63,18 @@ def cmd_up(args: argparse.Namespace) -> int:
         if args.num_cpus is not None:
             cmd.append(f"--num-cpus={args.num_cpus}")
         print("starting Ray:", " ".join(cmd), flush=True)
-        subprocess.run(cmd, check=True, env=_ray_env(), stdout=subprocess.DEVNULL)
+        subprocess.run(cmd, check=True, env=_ray_env(settings), stdout=subprocess.DEVNULL)
         started_ray = True
         session = deploy.current_session()
+    else:
+        print(f"Ray is already running at {gcs}: its Serve ingress mode stays as it was started "
+              f"(http.ingress={settings.http.ingress} applies to a head memctl starts)", flush=True)
     base_url = deploy.apply(plan, gcs)
     STATE_FILE.parent.mkdir(parents=True, exist_ok=True)
     STATE_FILE.write_text(json.dumps({"gcs": gcs, "base_url": base_url, "data_dir": str(settings.data_dir),
                                       "started_ray": started_ray, "ray_session": session,
-                                      "namespace": settings.namespace, "config": str(Path(args.config).resolve()),
+                                      "namespace": settings.namespace, "ingress": settings.http.ingress,
+                                      "config": str(Path(args.config).resolve()),
                                       "settings_file": str(Path(args.settings).resolve()) if args.settings else None,
                                       "shards": settings.shards}))
     print("waiting for", f"{base_url}/readyz", flush=True)
@@ -100,7 +105,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         print("memcluster is not running (no state file)")
         return 1
     ready = deploy.readyz(state["base_url"])
-    print(json.dumps({"base_url": state["base_url"], "data_dir": state["data_dir"], "readyz": ready}, indent=2))
+    print(json.dumps({"base_url": state["base_url"], "data_dir": state["data_dir"],
+                      "ingress": state.get("ingress", "proxy"), "readyz": ready}, indent=2))
     return 0 if ready and ready.get("status") == "ready" else 1
 
 

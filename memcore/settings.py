@@ -55,7 +55,27 @@ class EmbedderSettings(BaseModel):
     threads: int | None = None
 
 
+class HAProxySettings(BaseModel):
+    """Ports and threads of the HAProxy that ``http.ingress: haproxy`` starts (Ray Serve's HAProxy mode).
+
+    HAProxy's own stats page and Prometheus exporter listen on every interface (Ray Serve's template
+    fixes that; they serve counters, not memories); give each cluster on one host its own ports."""
+
+    stats_port: int = Field(default=8404, ge=1, le=65535)
+    metrics_port: int = Field(default=9101, ge=1, le=65535)
+    threads: int = Field(default=2, ge=1, le=64)
+    drain_s: float = Field(default=2.0, ge=0, le=600)
+    """How long a replaced ingress replica keeps answering HAProxy before it stops (Serve's default is 30 s)."""
+
+
 class HttpSettings(BaseModel):
+    ingress: Literal["proxy", "haproxy"] = "proxy"
+    """Who accepts HTTP: ``proxy``, Ray Serve's proxy actor (forwards each request to an ingress replica);
+    ``haproxy``, Ray Serve's HAProxy mode: HAProxy listens on ``host:port`` and forwards straight to each
+    ingress replica's own HTTP server on loopback (needs the ``haproxy`` extra, Linux; measured ~20 %
+    faster at one request at a time and ~50 % more throughput at 8, see bench/results/http_api.md).
+    Read where Ray starts: ``memctl up`` (a head it starts) and the HTTP bench."""
+    haproxy: HAProxySettings = Field(default_factory=HAProxySettings)
     embed_queries_in_ingress: bool = True
     """Ingress replicas embed search queries themselves (a small model per replica) instead of
     the shard asking the embedder deployment: one Ray hop fewer on the search path."""

