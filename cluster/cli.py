@@ -69,7 +69,12 @@ def cmd_up(args: argparse.Namespace) -> int:
     else:
         print(f"Ray is already running at {gcs}: its Serve ingress mode stays as it was started "
               f"(http.ingress={settings.http.ingress} applies to a head memctl starts)", flush=True)
-    base_url = deploy.apply(plan, gcs)
+    try:
+        base_url = deploy.apply(plan, gcs)
+    except BaseException:
+        if started_ray and session:  # nothing else would stop it: no state file was written
+            print(f"deploy failed; stopped {deploy.stop_session(session)} processes of {session}", file=sys.stderr)
+        raise
     STATE_FILE.parent.mkdir(parents=True, exist_ok=True)
     STATE_FILE.write_text(json.dumps({"gcs": gcs, "base_url": base_url, "data_dir": str(settings.data_dir),
                                       "started_ray": started_ray, "ray_session": session,
