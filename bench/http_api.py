@@ -8,7 +8,8 @@ in-process engine on the same data in the same run.
    the shard stores of a fresh data directory (4 shards, as `memctl up` deploys);
 2. in-process: ``ShardCore.search`` / ``ShardCore.add`` on those stores (query embedding included);
 3. HTTP: the same stores behind Ray Serve (ingress + embedder deployment + shard actors) on
-   127.0.0.1, at concurrency 1, 8 and 32 with httpx.
+   127.0.0.1, at concurrency 1, 8 and 32 with httpx, once per ingress (``http.ingress``): Serve's
+   proxy actor, and Serve's HAProxy mode (a fresh Ray cluster each).
 Writes bench/results/http_api.json, .png and .md.
 """
 
@@ -117,16 +118,30 @@ async def _drive(base: str, concurrency: int, jobs: list[tuple[str, dict[str, An
 
 
 def over_http(settings: Any, queries: list[tuple[int, str]], levels: list[int], adds: int, port: int) -> dict:
+    """The HTTP figures with ``settings.http.ingress``; Ray starts with the environment memctl gives it."""
+    from cluster.deploy import serve_process_env
+
+    env = serve_process_env(settings)
+    saved = {name: os.environ.get(name) for name in env}
+    os.environ.update(env)
+    try:
+        return _over_http(settings, queries, levels, adds, port)
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def _over_http(settings: Any, queries: list[tuple[int, str]], levels: list[int], adds: int, port: int) -> dict:
     import httpx
     import ray
     from ray import serve
 
-    from cluster.deploy import SERVE_PROCESS_ENV
     from memcore.settings import to_plain
     from serve_apps.builder import build_app
 
-    for name, value in SERVE_PROCESS_ENV.items():  # as memctl's `ray start` sets them
-        os.environ.setdefault(name, value)
     ray.init(address="local", num_cpus=4, include_dashboard=False, logging_level="ERROR", log_to_driver=False,
              namespace=settings.namespace)
     serve.start(http_options={"host": "127.0.0.1", "port": port})
@@ -197,24 +212,32 @@ def breakdown(base: str, settings: Any, queries: list[tuple[int, str]]) -> dict[
             "actor_search_vector_given": timed(actor_search)}
 
 
+INGRESS_LABEL = {"proxy": "Serve proxy", "haproxy": "HAProxy"}
+
+
 def report(res: dict[str, Any]) -> str:
     lines = [f"HTTP API vs in-process, {res['config']['entries']:,} entries, {res['config']['shards']} shards, "
              f"embedder {res['config']['embedder']} (load average at start {res['machine'].get('load_average')})", ""]
-    rows = [["in-process", "1", _fmt(res["in_process"]["search"]), "", _fmt(res["in_process"]["add"]), ""]]
-    for c, s in res["http"]["search"].items():
-        a = res["http"]["add"][c]
-        rows.append(["HTTP", c, _fmt(s), f"{s['throughput_rps']}", _fmt(a), f"{a['throughput_rps']}"])
-    lines += md_table(["path", "concurrency", "search p50/p99 ms", "search req/s", "add p50/p99 ms", "add req/s"], rows)
+    rows = [["in-process", "", "1", _fmt(res["in_process"]["search"]), "", _fmt(res["in_process"]["add"]), ""]]
+    for mode, http in res["http"].items():
+        for c, srch in http["search"].items():
+            a = http["add"][c]
+            rows.append(["HTTP", INGRESS_LABEL.get(mode, mode), c, _fmt(srch), f"{srch['throughput_rps']}", _fmt(a),
+                         f"{a['throughput_rps']}"])
+    lines += md_table(["path", "ingress", "concurrency", "search p50/p99 ms", "search req/s", "add p50/p99 ms",
+                       "add req/s"], rows)
     lines += ["", *(f"- {t}" for t in res["targets"])]
-    parts = res["http"].get("breakdown")
+    parts = {mode: http["breakdown"] for mode, http in res["http"].items() if http.get("breakdown")}
     if parts:
         lines += ["", "Where a search's time goes (one request at a time, ms p50 / p99):", ""]
-        lines += md_table(["part", "p50 / p99 ms"], [
-            ["Serve floor: GET /healthz through the proxy and the ingress replica", _fmt(parts["http_floor_healthz"])],
-            ["query embedding (ingress, in process)", _fmt(parts["embed_query"])],
+        modes = list(parts)
+        lines += md_table(["part", *(INGRESS_LABEL.get(m, m) for m in modes)], [
+            ["HTTP floor: GET /healthz through the ingress (no work)",
+             *(_fmt(parts[m]["http_floor_healthz"]) for m in modes)],
+            ["query embedding (in process)", *(_fmt(parts[m]["embed_query"]) for m in modes)],
             ["shard actor search from the driver, vector given (one Ray hop + engine)",
-             _fmt(parts["actor_search_vector_given"])],
-            ["HTTP search, c=1 (all of it)", _fmt(res["http"]["search"]["1"])],
+             *(_fmt(parts[m]["actor_search_vector_given"]) for m in modes)],
+            ["HTTP search, c=1 (all of it)", *(_fmt(res["http"][m]["search"]["1"]) for m in modes)],
         ])
     return "\n".join(lines) + "\n"
 
@@ -224,29 +247,42 @@ def _fmt(p: dict[str, float]) -> str:
 
 
 def targets(res: dict[str, Any]) -> list[str]:
-    s1 = res["http"]["search"]["1"]
     inproc = res["in_process"]["search"]
-    over = s1["p50"] - inproc["p50"]
-    return [
-        f"HTTP search p50 <= 10 ms at concurrency 1: {s1['p50']:.1f} ms -> {'PASS' if s1['p50'] <= 10 else 'FAIL'}",
-        f"HTTP search p99 <= 40 ms at concurrency 1: {s1['p99']:.1f} ms -> {'PASS' if s1['p99'] <= 40 else 'FAIL'}",
-        f"HTTP overhead <= 3 ms over in-process at p50: {over:.1f} ms -> {'PASS' if over <= 3 else 'FAIL'}",
-        f"errors: {sum(v['errors'] for op in ('search', 'add') for v in res['http'][op].values())}",
-    ]
+    out = []
+    for mode, http in res["http"].items():
+        s1 = http["search"]["1"]
+        over = s1["p50"] - inproc["p50"]
+        label = INGRESS_LABEL.get(mode, mode)
+        out += [
+            f"{label}: HTTP search p50 <= 10 ms at concurrency 1: {s1['p50']:.1f} ms -> "
+            f"{'PASS' if s1['p50'] <= 10 else 'FAIL'}",
+            f"{label}: HTTP search p99 <= 40 ms at concurrency 1: {s1['p99']:.1f} ms -> "
+            f"{'PASS' if s1['p99'] <= 40 else 'FAIL'}",
+            f"{label}: HTTP overhead <= 3 ms over in-process at p50: {over:.1f} ms -> "
+            f"{'PASS' if over <= 3 else 'FAIL'}",
+            f"{label}: errors: {sum(v['errors'] for op in ('search', 'add') for v in http[op].values())}",
+        ]
+    return out
 
 
 def plot(res: dict[str, Any], path: Path) -> None:
     plt = plot_style()
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.5))
     for ax, op in zip(axes, ("search", "add"), strict=True):
-        levels = list(res["http"][op])
-        x = np.arange(len(levels) + 1)
-        p50 = [res["in_process"][op]["p50"]] + [res["http"][op][c]["p50"] for c in levels]
-        p99 = [res["in_process"][op]["p99"]] + [res["http"][op][c]["p99"] for c in levels]
+        labels = ["in-process"]
+        p50 = [res["in_process"][op]["p50"]]
+        p99 = [res["in_process"][op]["p99"]]
+        for mode, http in res["http"].items():
+            for c in http[op]:
+                labels.append(f"{INGRESS_LABEL.get(mode, mode)}\nc={c}")
+                p50.append(http[op][c]["p50"])
+                p99.append(http[op][c]["p99"])
+        x = np.arange(len(labels))
         ax.bar(x - 0.2, p50, 0.4, label="p50")
         ax.bar(x + 0.2, p99, 0.4, label="p99")
-        ax.set_xticks(x, ["in-process"] + [f"HTTP c={c}" for c in levels])
-        ax.set_ylabel("ms")
+        ax.set_xticks(x, labels, fontsize=8)
+        ax.set_yscale("log")
+        ax.set_ylabel("ms (log)")
         ax.set_title(f"{op} latency ({res['config']['entries']:,} entries)")
         if op == "search":
             ax.axhline(10, color="#d62728", ls="--", lw=1, label="target p50 10 ms")
@@ -264,6 +300,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--levels", type=int, nargs="+", default=[1, 8, 32])
     p.add_argument("--embedder", default=None, help="embedder kind (default: the settings default)")
     p.add_argument("--port", type=int, default=8123)
+    p.add_argument("--ingress", nargs="+", choices=["proxy", "haproxy"], default=["proxy", "haproxy"],
+                   help="HTTP ingresses to measure (http.ingress), each on a fresh Ray cluster")
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--out", default=str(RESULTS / "http_api.json"))
     args = p.parse_args(argv)
@@ -294,7 +332,10 @@ def main(argv: list[str] | None = None) -> int:
     print("in-process:", res["in_process"], flush=True)
     for core in cores:
         core.close()
-    res["http"] = over_http(settings, queries, args.levels, args.adds, args.port)
+    res["http"] = {}
+    for mode in args.ingress:
+        mode_settings = settings.model_copy(update={"http": settings.http.model_copy(update={"ingress": mode})})
+        res["http"][mode] = over_http(mode_settings, queries, args.levels, args.adds, args.port)
     res["targets"] = targets(res)
     out = Path(args.out)
     write_json(out, res)
