@@ -36,8 +36,9 @@ over gRPC instead of a Ray actor call: measured ~3 ms less per request on one ma
 def serve_process_env(settings: Settings) -> dict[str, str]:
     """:data:`SERVE_PROCESS_ENV` plus, for ``http.ingress: haproxy``, Ray Serve's HAProxy mode: HAProxy
     listens on ``http.host:http.port`` and forwards to each ingress replica's own HTTP server (which binds
-    ``http.host`` too). Its config, admin socket and state files live under ``data_dir/haproxy`` (Serve's
-    defaults are one fixed /tmp path per host), so clusters on one host do not share them."""
+    ``http.host`` too). Its config, admin socket and state files get a directory per data directory
+    (:func:`haproxy_dir`; Serve's defaults are one fixed /tmp path per host, shared by every cluster on it).
+    It is short because Serve adds a 56-character node id and HAProxy takes socket paths of < 97 characters."""
     env = dict(SERVE_PROCESS_ENV)
     if settings.http.ingress != "haproxy":
         return env
