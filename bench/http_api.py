@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 import tempfile
 import time
@@ -119,19 +118,10 @@ async def _drive(base: str, concurrency: int, jobs: list[tuple[str, dict[str, An
 
 def over_http(settings: Any, queries: list[tuple[int, str]], levels: list[int], adds: int, port: int) -> dict:
     """The HTTP figures with ``settings.http.ingress``; Ray starts with the environment memctl gives it."""
-    from cluster.deploy import serve_process_env
+    from cluster.deploy import process_env
 
-    env = serve_process_env(settings)
-    saved = {name: os.environ.get(name) for name in env}
-    os.environ.update(env)
-    try:
+    with process_env(settings):
         return _over_http(settings, queries, levels, adds, port)
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 def _over_http(settings: Any, queries: list[tuple[int, str]], levels: list[int], adds: int, port: int) -> dict:

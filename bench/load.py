@@ -175,11 +175,13 @@ def start_serve(settings: Any, port: int) -> str:
     import ray
     from ray import serve
 
+    from cluster.deploy import process_env
     from memcore.settings import to_plain
     from serve_apps.builder import build_app
 
-    ray.init(address="local", num_cpus=4, object_store_memory=300_000_000, include_dashboard=False,
-             logging_level="ERROR", log_to_driver=False, namespace=settings.namespace)
+    with process_env(settings):  # the Ray processes get the environment memctl gives them
+        ray.init(address="local", num_cpus=4, object_store_memory=300_000_000, include_dashboard=False,
+                 logging_level="ERROR", log_to_driver=False, namespace=settings.namespace)
     serve.start(http_options={"host": "127.0.0.1", "port": port})
     serve.run(build_app({"settings": to_plain(settings)}), name="memcluster", route_prefix="/")
     base = f"http://127.0.0.1:{port}"
@@ -272,6 +274,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--flat-pct", type=float, default=5.0)
     p.add_argument("--embedder", default=None, help="embedder kind (default: the settings default)")
     p.add_argument("--port", type=int, default=8124)
+    p.add_argument("--ingress", choices=["proxy", "haproxy"], default="proxy", help="http.ingress")
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--out", default=str(RESULTS / "load.json"))
     p.add_argument("--replot", action="store_true", help="only redraw the .png and .md of an existing --out")
@@ -291,7 +294,8 @@ def main(argv: list[str] | None = None) -> int:
     from memcore.settings import Settings
 
     data_dir = Path(tempfile.mkdtemp(prefix="memcluster-load-"))
-    overrides: dict[str, Any] = {"data_dir": data_dir, "shards": args.shards, "namespace": "memcluster-load"}
+    overrides: dict[str, Any] = {"data_dir": data_dir, "shards": args.shards, "namespace": "memcluster-load",
+                                 "http": {"ingress": args.ingress}}
     if args.embedder:
         overrides["embedder"] = {"kind": args.embedder}
     settings = Settings(**overrides)
@@ -311,7 +315,8 @@ def main(argv: list[str] | None = None) -> int:
                         turns=[t.text.split(": ", 1)[-1] for t in turns], rng=np.random.default_rng(args.seed))
         res: dict[str, Any] = {"machine": machine_info(), "config": {
             "entries": args.entries, "users": args.users, "shards": settings.shards,
-            "embedder": settings.embedder.kind, "embed_passages_per_s": meta.get("passages_per_s"),
+            "embedder": settings.embedder.kind, "ingress": args.ingress,
+            "embed_passages_per_s": meta.get("passages_per_s"),
             "rates": args.rates, "duration_s": args.duration, "soak_s": args.soak, "mix": dict(zip(KINDS, MIX,
                                                                                                   strict=True)),
             "max_inflight": args.max_inflight, "timeout_s": args.timeout, "max_requests": args.max_requests,

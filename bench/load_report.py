@@ -41,7 +41,8 @@ def report(res: dict[str, Any]) -> str:
     cfg, g = res["config"], res["goals"]
     lines = [
         f"Mixed load (70 % search, 20 % add, 10 % ingest), {cfg['entries']:,} entries over {cfg['users']} users, "
-        f"{cfg['shards']} shards, embedder {cfg['embedder']}, open loop (Poisson), {cfg['duration_s']:g} s per rate; "
+        f"{cfg['shards']} shards, embedder {cfg['embedder']}, ingress {cfg.get('ingress', 'proxy')}, "
+        f"open loop (Poisson), {cfg['duration_s']:g} s per rate; "
         f"{res['machine']['cpu_count']} CPUs, load average at start {res['machine']['load_average']}.",
         "",
     ]

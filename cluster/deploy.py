@@ -18,6 +18,8 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,6 +61,23 @@ def serve_process_env(settings: Settings) -> dict[str, str]:
         "RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S": f"{hap.drain_s:g}",
     })
     return env
+
+
+@contextmanager
+def process_env(settings: Settings) -> Iterator[dict[str, str]]:
+    """:func:`serve_process_env` set in ``os.environ`` for a Ray cluster this process starts
+    (``ray.init(address="local")`` hands its environment to Ray's processes), restored on exit."""
+    env = serve_process_env(settings)
+    saved = {name: os.environ.get(name) for name in env}
+    os.environ.update(env)
+    try:
+        yield env
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def haproxy_dir(data_dir: Path) -> Path:

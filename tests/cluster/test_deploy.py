@@ -57,3 +57,18 @@ def test_haproxy_ingress_without_a_binary_names_the_fix(monkeypatch: pytest.Monk
     settings = load_settings(defaults={"data_dir": str(tmp_path), "http": {"ingress": "haproxy"}})
     with pytest.raises(ValueError, match=r"haproxy.*extra.*http.ingress=proxy"):
         deploy.serve_process_env(settings)
+
+
+def test_process_env_is_set_for_a_cluster_started_here_then_restored(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import os
+
+    monkeypatch.setenv("RAY_SERVE_PROXY_USE_GRPC", "0")
+    monkeypatch.delenv("RAY_SERVE_ENABLE_HA_PROXY", raising=False)
+    settings = load_settings(defaults={"data_dir": str(tmp_path), "http": {"ingress": "haproxy"}})
+    with deploy.process_env(settings) as env:
+        assert os.environ["RAY_SERVE_ENABLE_HA_PROXY"] == "1" == env["RAY_SERVE_ENABLE_HA_PROXY"]
+        assert os.environ["RAY_SERVE_PROXY_USE_GRPC"] == "1"
+    assert "RAY_SERVE_ENABLE_HA_PROXY" not in os.environ
+    assert os.environ["RAY_SERVE_PROXY_USE_GRPC"] == "0"
