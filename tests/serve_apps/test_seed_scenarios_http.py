@@ -46,7 +46,6 @@ from tests.serve_apps.conftest import Served
 
 APP, USER = "seeds", "writer"
 BASE = f"/v1/apps/{APP}/users/{USER}"
-POLICIES = ["merge_similar", "append_only", "preserve_history"]
 MakeServer = Callable[..., Served]
 
 

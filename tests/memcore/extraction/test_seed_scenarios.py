@@ -41,7 +41,6 @@ from tests.seed_scenarios import (
 )
 
 KEY = UserKey(app="app", user="writer")
-POLICIES = ["merge_similar", "append_only", "preserve_history"]
 
 
 def session(day: datetime, *turns: tuple[str, str]) -> list[Event]:
