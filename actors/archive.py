@@ -6,13 +6,16 @@ process and a power loss). Pure Python (stdlib ``sqlite3``), no Ray. Tables:
 - ``events``: raw user/assistant turns with text (what extraction and session recall read).
   Tool messages and tool-call-only assistant messages are not archived: extraction never
   looks at them, recall returns turns. Insert is idempotent by (app, user, session, event id);
-  a resent event keeps its first version. ``events_fts`` is an FTS5 index over
+  a resent event keeps its first version. Each turn has an arrival number ``seq`` (shard-wide,
+  increasing, never reused: ``counters``) and an ``extracted`` flag: the delta of a session is
+  its turns not extracted yet, in arrival order, whatever their timestamps say. ``events_fts`` is an FTS5 index over
   :func:`memcore.text.tokenize` tokens (CJK characters included) with a per-user scope token,
   ranked by BM25, for session recall.
-- ``sessions``: the durable cursor ``last_extract_at`` (moves forward only) and whether any
+- ``sessions``: the seeds' cursor ``last_extract_at`` (the newest extracted turn's time, for
+  reporting and the interval checker; it moves forward only and never hides a turn) and whether any
   event of the session was marked ``external_context`` (of any role, tool results included).
 - ``jobs``: one row per ingest (status queued | running | done | failed | skipped, times,
-  delta bound, result JSON, reason), numbered in ingest order (``seq``).
+  delta bound ``upto_seq``, result JSON, reason), numbered in ingest order (``seq``).
 - ``access``: last read time of entries, for the TTL's optional refresh on access.
 
 One connection serialised by a lock; every method is one short transaction.
@@ -46,10 +49,11 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS events (
     app TEXT NOT NULL, user TEXT NOT NULL, session TEXT NOT NULL, id TEXT NOT NULL,
     role TEXT NOT NULL, content TEXT NOT NULL, ts_us INTEGER NOT NULL,
-    external_context INTEGER NOT NULL DEFAULT 0,
+    external_context INTEGER NOT NULL DEFAULT 0, seq INTEGER, extracted INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (app, user, session, id)
 );
 CREATE INDEX IF NOT EXISTS events_by_time ON events (app, user, session, ts_us);
+CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 CREATE VIRTUAL TABLE IF NOT EXISTS events_fts USING fts5 (scope, tokens);
 CREATE TABLE IF NOT EXISTS sessions (
     app TEXT NOT NULL, user TEXT NOT NULL, session TEXT NOT NULL,
@@ -61,10 +65,11 @@ CREATE TABLE IF NOT EXISTS jobs (
     id TEXT NOT NULL UNIQUE, app TEXT NOT NULL, user TEXT NOT NULL, session TEXT NOT NULL,
     status TEXT NOT NULL, upto_us INTEGER, created_at REAL NOT NULL, started_at REAL, finished_at REAL,
     sync INTEGER NOT NULL DEFAULT 0, attempts INTEGER NOT NULL DEFAULT 0, reason TEXT, result TEXT,
-    cursor_us INTEGER
+    cursor_us INTEGER, upto_seq INTEGER
 );
 CREATE INDEX IF NOT EXISTS jobs_by_status ON jobs (status, seq);
 CREATE INDEX IF NOT EXISTS jobs_by_session ON jobs (app, user, session, status);
+CREATE INDEX IF NOT EXISTS events_pending ON events (app, user, session, extracted, seq);
 CREATE TABLE IF NOT EXISTS access (
     app TEXT NOT NULL, user TEXT NOT NULL, entry_id TEXT NOT NULL, at REAL NOT NULL,
     PRIMARY KEY (app, user, entry_id)
@@ -114,7 +119,10 @@ class JobRecord(BaseModel):
     attempts: int = 0
     """How many times a worker started it (more than 1 after a shard restart)."""
     upto: datetime | None = None
-    """The newest event this job extracts (the delta bound fixed at ingest)."""
+    """The newest timestamp among the turns this job extracts."""
+    upto_seq: int | None = None
+    """The delta bound fixed at ingest: the job extracts the session's unextracted turns that arrived
+    up to this arrival number."""
     reason: str | None = None
     """Why it was skipped or failed."""
     operations: list[dict[str, Any]] = Field(default_factory=list)
@@ -155,7 +163,29 @@ class SqliteArchive:
         self._db = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None, timeout=30.0)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute(f"PRAGMA synchronous={synchronous}")
+        self._migrate()
         self._db.executescript(_SCHEMA)
+
+    def _migrate(self) -> None:
+        """Archives written before arrival numbers: number their turns by insertion order, mark the
+        turns at or before each session's cursor as extracted, give jobs a ``upto_seq`` column."""
+        def columns(table: str) -> set[str]:
+            return {r[1] for r in self._db.execute(f"PRAGMA table_info({table})")}
+
+        events = columns("events")
+        if events and "seq" not in events:
+            self._db.executescript(
+                "BEGIN; ALTER TABLE events ADD COLUMN seq INTEGER;"
+                " ALTER TABLE events ADD COLUMN extracted INTEGER NOT NULL DEFAULT 0;"
+                " UPDATE events SET seq = rowid;"
+                " UPDATE events SET extracted = 1 WHERE ts_us <= coalesce((SELECT last_extract_us FROM sessions s"
+                " WHERE s.app = events.app AND s.user = events.user AND s.session = events.session), -1);"
+                " CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);"
+                " INSERT OR REPLACE INTO counters VALUES ('event_seq', (SELECT coalesce(max(seq), 0) FROM events));"
+                " COMMIT;")
+        jobs = columns("jobs")
+        if jobs and "upto_seq" not in jobs:
+            self._db.execute("ALTER TABLE jobs ADD COLUMN upto_seq INTEGER")
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
@@ -187,12 +217,15 @@ class SqliteArchive:
                 if not e.is_text:
                     continue
                 cur = db.execute(
-                    "INSERT OR IGNORE INTO events (app, user, session, id, role, content, ts_us, external_context)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT OR IGNORE INTO events (app, user, session, id, role, content, ts_us, external_context,"
+                    " seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, (SELECT coalesce(max(value), 0) + 1 FROM counters"
+                    " WHERE name = 'event_seq'))",
                     (key.app, key.user, session, e.id, e.role, e.content, to_us(e.timestamp), int(e.external_context)),
                 )
                 if cur.rowcount:
                     new += 1
+                    db.execute("INSERT INTO counters (name, value) VALUES ('event_seq', 1) ON CONFLICT (name)"
+                               " DO UPDATE SET value = value + 1")
                     db.execute("INSERT INTO events_fts (rowid, scope, tokens) VALUES (?, ?, ?)",
                                (cur.lastrowid, scope, " ".join(tokenize(e.content))))
             db.execute(
@@ -213,6 +246,45 @@ class SqliteArchive:
         rows = self._query(sql + " ORDER BY ts_us, rowid", args)
         return [Event(id=i, role=r, content=c, timestamp=at_us(t), external_context=bool(x))
                 for i, r, c, t, x in rows]
+
+    def arrived(self, key: UserKey, session: str) -> list[Event]:
+        """The session's archived turns in arrival order (what :func:`memcore.extraction.events.identify`
+        matches a resent history against)."""
+        rows = self._query("SELECT id, role, content, ts_us, external_context FROM events WHERE app = ? AND user = ?"
+                           " AND session = ? ORDER BY seq", (key.app, key.user, session))
+        return [Event(id=i, role=r, content=c, timestamp=at_us(t), external_context=bool(x))
+                for i, r, c, t, x in rows]
+
+    def unextracted(self, key: UserKey, session: str, *, after_seq: int | None = None,
+                    upto_seq: int | None = None) -> list[tuple[int, Event]]:
+        """The session's turns not extracted yet, in arrival order, as ``(seq, event)``; optionally only
+        those after ``after_seq`` (what unfinished jobs cover) and up to ``upto_seq`` (a job's bound)."""
+        sql = ("SELECT seq, id, role, content, ts_us, external_context FROM events WHERE app = ? AND user = ?"
+               " AND session = ? AND extracted = 0")
+        args: list[Any] = [key.app, key.user, session]
+        if after_seq is not None:
+            sql += " AND seq > ?"
+            args.append(after_seq)
+        if upto_seq is not None:
+            sql += " AND seq <= ?"
+            args.append(upto_seq)
+        rows = self._query(sql + " ORDER BY seq", args)
+        return [(q, Event(id=i, role=r, content=c, timestamp=at_us(t), external_context=bool(x)))
+                for q, i, r, c, t, x in rows]
+
+    def mark_extracted(self, key: UserKey, session: str, upto_seq: int | None = None,
+                       ids: Sequence[str] | None = None) -> int:
+        """Mark the session's turns extracted: those up to ``upto_seq``, or those named by ``ids``, or
+        (neither given) all of them; returns how many changed."""
+        sql = "UPDATE events SET extracted = 1 WHERE app = ? AND user = ? AND session = ? AND extracted = 0"
+        args: list[Any] = [key.app, key.user, session]
+        if upto_seq is not None:
+            sql += " AND seq <= ?"
+            args.append(upto_seq)
+        with self._tx() as db:
+            if ids is None:
+                return int(db.execute(sql, args).rowcount)
+            return sum(int(db.execute(sql + " AND id = ?", [*args, i]).rowcount) for i in dict.fromkeys(ids))
 
     def sessions(self, key: UserKey) -> list[str]:
         return [r[0] for r in self._query(
@@ -286,11 +358,11 @@ class SqliteArchive:
         with self._tx() as db:
             cur = db.execute(
                 "INSERT INTO jobs (id, app, user, session, status, upto_us, created_at, finished_at, sync, reason,"
-                " result, cursor_us) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " result, cursor_us, upto_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (job.job_id, job.app, job.user, job.session, job.status,
                  to_us(job.upto) if job.upto else None, job.created_at.timestamp(),
                  job.finished_at.timestamp() if job.finished_at else None, int(job.sync), job.reason,
-                 _result(job), to_us(job.cursor) if job.cursor else None),
+                 _result(job), to_us(job.cursor) if job.cursor else None, job.upto_seq),
             )
         return job.model_copy(update={"seq": int(cur.lastrowid or 0)})
 
@@ -329,11 +401,11 @@ class SqliteArchive:
                            (key.app, key.user, session))
         return [_job(r) for r in rows]
 
-    def pending_upto(self, key: UserKey, session: str) -> datetime | None:
-        """The newest delta bound of the session's unfinished jobs (what they will extract)."""
-        rows = self._query("SELECT max(upto_us) FROM jobs WHERE app = ? AND user = ? AND session = ?"
+    def pending_upto(self, key: UserKey, session: str) -> int | None:
+        """The highest arrival bound of the session's unfinished jobs (the turns they will extract)."""
+        rows = self._query("SELECT max(upto_seq) FROM jobs WHERE app = ? AND user = ? AND session = ?"
                            " AND status IN ('queued', 'running')", (key.app, key.user, session))
-        return from_us(rows[0][0]) if rows else None
+        return int(rows[0][0]) if rows and rows[0][0] is not None else None
 
     def job_counts(self) -> dict[str, int]:
         return {s: n for s, n in self._query("SELECT status, count(*) FROM jobs GROUP BY status")}
@@ -367,7 +439,7 @@ class SqliteArchive:
 
 
 _JOB_SELECT = ("SELECT seq, id, app, user, session, status, upto_us, created_at, started_at, finished_at, sync,"
-               " attempts, reason, result, cursor_us FROM jobs")
+               " attempts, reason, result, cursor_us, upto_seq FROM jobs")
 
 
 def _result(job: JobRecord) -> str:
@@ -375,12 +447,13 @@ def _result(job: JobRecord) -> str:
 
 
 def _job(row: tuple[Any, ...]) -> JobRecord:
-    seq, jid, app, user, session, status, upto, created, started, finished, sync, attempts, reason, result, cur = row
+    (seq, jid, app, user, session, status, upto, created, started, finished, sync, attempts, reason, result, cur,
+     upto_seq) = row
     data = json.loads(result) if result else {}
     return JobRecord(
         job_id=jid, seq=seq, status=status, app=app, user=user, session=session,
         created_at=datetime.fromtimestamp(created, UTC),
         started_at=_time(started), finished_at=_time(finished), sync=bool(sync), attempts=attempts,
         upto=from_us(upto), reason=reason, operations=data.get("operations", []), errors=data.get("errors", []),
-        counts=data.get("counts", {}), cursor=from_us(cur),
+        counts=data.get("counts", {}), cursor=from_us(cur), upto_seq=upto_seq,
     )

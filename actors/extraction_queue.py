@@ -2,20 +2,23 @@
 
 Ingest (:meth:`ExtractionJobs.ingest`), under the shard's ingest lock:
 
-1. validate the events and archive the session's user/assistant text turns (idempotent);
-2. the delta = archived turns after ``max(durable cursor, newest bound of the session's
-   unfinished jobs)``; nothing new → job ``skipped``; a session carrying ``external_context``
+1. validate the messages, complete them against the session's archive
+   (:func:`memcore.extraction.events.identify`: resent messages are recognised, new ones get ids
+   and, when they carry none, the time of receipt; a timestamp beyond the clock skew is a 422) and
+   archive the session's user/assistant text turns (idempotent);
+2. the delta = the session's archived turns not extracted yet that arrived after the bound of its
+   unfinished jobs, in arrival order; nothing new → job ``skipped``; a session carrying ``external_context``
    with ``skip_external_context`` on → ``skipped``; a declining checker → ``skipped``. Skipped
    jobs call no extractor, write nothing and leave the cursor;
 3. otherwise a ``queued`` job is recorded (durably, before the answer) with its delta bound
-   ``upto`` (the newest delta event) and takes its place in the user's job line;
+   ``upto_seq`` (the newest delta turn's arrival number) and takes its place in the user's job line;
 4. the shard's queue holds at most ``extractor.queue_size`` waiting jobs: when it is full the
    ingest call runs its job itself (synchronous fallback) and answers with the finished job.
 
 A job runs (worker thread, or the ingest call) when every earlier job of the same user is
-finished: it re-reads the delta after the *current* durable cursor up to ``upto`` (so a failed
-earlier job's turns are retried), runs :func:`memcore.extraction.pipeline.run_extraction` and
-only then moves the cursor, durably. Its first write takes the user's write turn in the shard
+finished: it re-reads the session's unextracted turns up to ``upto_seq`` (so a failed earlier job's
+turns are retried), runs :func:`memcore.extraction.pipeline.run_extraction` and only then marks
+them extracted and moves the cursor, durably. Its first write takes the user's write turn in the shard
 (held to the end of the job), so the job's operations form one block in the user's FIFO
 between API writes. The job deadline (``extractor.job_timeout_s``) bounds loading plus the
 model calls: the extractor runs in a helper thread that is abandoned at the deadline (it
@@ -39,14 +42,14 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, ExitStack
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, TypeVar, cast
 
 from actors.archive import JobRecord, SqliteArchive
 from actors.queues import Ticket, UserQueues
 from memcore.errors import ExtractorError, MemoryServiceError, ValidationError
 from memcore.extraction import checkers
-from memcore.extraction.events import Event, cursor_of, delta, parse_events
+from memcore.extraction.events import Event, Message, cursor_of, extractable, identify, parse_messages
 from memcore.extraction.factory import build_episode_stage, build_extractor
 from memcore.extraction.pipeline import EpisodeStage, ExtractionReport, run_extraction
 from memcore.extraction.verbatim import VerbatimExtractor
@@ -61,6 +64,8 @@ T = TypeVar("T")
 Writing = Callable[[UserKey], AbstractContextManager[Any]]
 _OPS = {ADD: "add", UPDATE: "update", DELETE: "delete", CLEAR: "clear"}
 _WRITES = frozenset({"add", "add_many", "update", "delete", "clear"})
+IGNORED_PARTS = "ignored_content_parts"
+"""Job count: content parts of the ingested messages that were not text (images, audio, files)."""
 
 
 class JobTimeout(ExtractorError):
@@ -235,13 +240,16 @@ class ExtractionJobs:
                 "jobs": self.archive.job_counts()}
 
     # ------------------------------------------------------------ ingest
-    def ingest(self, key: UserKey, session: str, events: Sequence[Event | dict[str, Any]]) -> JobRecord:
+    def ingest(self, key: UserKey, session: str, events: Sequence[Message | Event | dict[str, Any]]) -> JobRecord:
         """Archive ``events`` and record a job: skipped, queued, or (queue full) run to its end."""
         session = check_session(session)
-        parsed = parse_events(events)
+        messages = parse_messages(events)
+        skew = timedelta(seconds=self.settings.extractor.clock_skew_s)
         with self._lock, store_errors("the event archive"):
+            parsed = identify(messages, self.archive.arrived(key, session), now=now_utc(), max_skew=skew)
             self.archive.append(key, session, parsed)
-            job = self.archive.create_job(self._plan(key, session))
+            ignored = sum(m.ignored_parts for m in messages)
+            job = self.archive.create_job(self._plan(key, session, ignored))
             if job.status != "queued":
                 return job
             ticket = self._order.reserve(key)
@@ -250,24 +258,24 @@ class ExtractionJobs:
                 return job
         return self._run(job, ticket, sync=True)
 
-    def _plan(self, key: UserKey, session: str) -> JobRecord:
+    def _plan(self, key: UserKey, session: str, ignored_parts: int = 0) -> JobRecord:
         now = now_utc()
         cursor = self.archive.last_extract_at(key, session)
-        pending = self.archive.pending_upto(key, session)
-        base = max((t for t in (cursor, pending) if t is not None), default=None)
-        todo = delta(self.archive.read(key, session), base)
+        pending = self.archive.unextracted(key, session, after_seq=self.archive.pending_upto(key, session))
+        todo = extractable(e for _, e in pending)
+        counts = {"events": len(todo), **({IGNORED_PARTS: ignored_parts} if ignored_parts else {})}
         job = JobRecord(job_id=new_job_id(self.shard), status="queued", app=key.app, user=key.user,
-                        session=session, created_at=now, cursor=cursor, counts={"events": len(todo)})
+                        session=session, created_at=now, cursor=cursor, counts=counts)
         reason: str | None = None
         if not todo:
             reason = "no new user/assistant text after the cursor"
         elif self.settings.extractor.skip_external_context and self.archive.has_external_context(key, session):
             reason = "the session carries external context (extractor.skip_external_context)"
-        elif not self.checker(checkers.CheckContext.of(todo, base, now)):
+        elif not self.checker(checkers.CheckContext.of(todo, cursor, now)):
             reason = f"a checker declined the extraction ({len(todo)} pending messages)"
         if reason is not None:
             return job.model_copy(update={"status": "skipped", "reason": reason, "finished_at": now})
-        return job.model_copy(update={"upto": cursor_of(todo)})
+        return job.model_copy(update={"upto": cursor_of(todo), "upto_seq": pending[-1][0]})
 
     # ------------------------------------------------------------ run
     def _work(self) -> None:
@@ -304,8 +312,8 @@ class ExtractionJobs:
     def _execute(self, job: JobRecord, stack: ExitStack) -> JobRecord:
         key = job.key
         cursor = self.archive.last_extract_at(key, job.session)
-        todo = [e for e in delta(self.archive.read(key, job.session), cursor)
-                if job.upto is None or e.timestamp <= job.upto]
+        pending = self.archive.unextracted(key, job.session, upto_seq=job.upto_seq)
+        todo = extractable(e for _, e in pending)
         if not todo:
             return job.model_copy(update={"status": "done", "cursor": cursor, "counts": {"events": 0},
                                           "reason": "nothing new after the cursor (an earlier job extracted it)"})
@@ -328,11 +336,13 @@ class ExtractionJobs:
             reason = str(exc) if isinstance(exc, JobTimeout) else f"{type(exc).__name__}: {exc}"
             return job.model_copy(update={"status": "failed", "reason": reason, "errors": [reason], "cursor": cursor,
                                           "counts": {"events": len(todo)}})
+        self.archive.mark_extracted(key, job.session, pending[-1][0])
         if report.cursor is not None:
             self.archive.set_last_extract_at(key, job.session, report.cursor)
+        kept = {k: v for k, v in job.counts.items() if k == IGNORED_PARTS}
         return job.model_copy(update={
             "status": "done", "operations": [r.model_dump(mode="json") for r in report.results],
-            "errors": report_errors(report), "counts": report.counts,
+            "errors": report_errors(report), "counts": {**report.counts, **kept},
             "cursor": self.archive.last_extract_at(key, job.session),
         })
 

@@ -188,8 +188,8 @@ class ShardCore:
         vectors: Vectors | None = None,
     ) -> Ack:
         """One bulk write of archived sessions, in the user's FIFO: archive their turns (idempotent), add
-        their entries (``vectors`` precomputed, one row per memory) and move each session's cursor to its
-        last event, so a later live ingest of the session only extracts what is new.
+        their entries (``vectors`` precomputed, one row per memory), mark the turns extracted and move each
+        session's cursor to its last event, so a later live ingest of the session only extracts what is new.
 
         Everything is validated before anything is written. Idempotent: an entry already stored with
         the same id (same content) and a superset of the provenance is left as it is — a re-run neither
@@ -210,6 +210,7 @@ class ShardCore:
                 self.service.add_many(key, [mems[i] for i in todo],
                                       vectors=None if vectors is None else np.asarray(vectors, dtype=np.float32)[todo])
             for s, events in parsed:
+                self.archive.mark_extracted(key, s, ids=[e.id for e in events])
                 cursor = cursor_of(events)
                 if cursor is not None:
                     self.archive.set_last_extract_at(key, s, cursor)

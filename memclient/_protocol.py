@@ -156,10 +156,12 @@ def call_tool(app: str, user: str, name: str, arguments: Mapping[str, Any], mode
 
 # ----------------------------------------------------------------------------- auto memory
 def ingest(
-    app: str, user: str, session: str, events: Sequence[Mapping[str, Any]], extra: Mapping[str, Any]
-) -> Call[str]:
+    app: str, user: str, session: str, events: Sequence[Mapping[str, Any]], wait: float | None,
+    extra: Mapping[str, Any],
+) -> Call[Job]:
     body: dict[str, Any] = {"events": [_event(e) for e in events], **{k: v for k, v in extra.items() if v is not None}}
-    return Call("POST", user_path(app, user, "sessions", session, "events"), lambda d: str(d["job_id"]), body=body)
+    params = {"wait": f"{wait:g}"} if wait else None
+    return Call("POST", user_path(app, user, "sessions", session, "events"), Job.from_json, params=params, body=body)
 
 
 def _event(event: Mapping[str, Any]) -> dict[str, Any]:

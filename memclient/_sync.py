@@ -122,15 +122,19 @@ class MemoryClient:
 
     # ------------------------------------------------------------------ auto memory
     def ingest(
-        self, app: str, user: str, session: str, events: Sequence[Mapping[str, Any]], **extra: Any
-    ) -> str:
-        """Send a session's events for background extraction; returns the job id (poll :meth:`job`).
+        self, app: str, user: str, session: str, messages: Sequence[Mapping[str, Any]], *,
+        wait: float | None = None, **extra: Any,
+    ) -> Job:
+        """Send a session's messages for background extraction; returns the job (poll :meth:`job`).
 
-        Requires a server with auto memory. ``events`` are dicts with id, role
-        (user|assistant|tool), content, tool_calls, timestamp, external_context; the whole
-        session may be sent each turn (the server only extracts the delta after its cursor).
+        Requires a server with auto memory. ``messages`` are chat messages as the agent holds them:
+        ``{"role", "content"}`` (content a string or OpenAI content parts), optionally ``tool_calls``,
+        ``tool_call_id``, ``name``, ``id``, ``timestamp`` (a datetime or ISO string) and
+        ``external_context``. Resending the whole session each turn is fine, and so is sending only
+        the new messages: the server extracts what it has not extracted yet. ``wait`` (seconds, at
+        most 60) lets the server answer once the job finished.
         """
-        return self._send(P.ingest(app, user, session, events, extra))
+        return self._send(P.ingest(app, user, session, messages, wait, extra))
 
     def job(self, job_id: str) -> Job:
         """Status of an ingest job (queued / running / done / failed). Requires a server with auto memory."""

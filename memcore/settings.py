@@ -110,6 +110,8 @@ class ExtractorSettings(BaseModel):
     """Extraction worker threads per shard (a user's jobs still run one at a time, in order)."""
     job_retention_s: float = Field(default=7 * 24 * 3600.0, gt=0)
     """Finished job records older than this are pruned by the shard's maintenance thread."""
+    clock_skew_s: float = Field(default=300.0, ge=0, le=86_400)
+    """How far an ingested event's timestamp may lie ahead of the server's clock (more is a 422)."""
 
 
 class TTLSettings(BaseModel):

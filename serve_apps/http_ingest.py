@@ -2,8 +2,9 @@
 
 ::
 
-    POST /v1/apps/{app}/users/{user}/sessions/{session}/events   {"events": [...]}
+    POST /v1/apps/{app}/users/{user}/sessions/{session}/events[?wait=S]   {"events": [...]}
          202 {"job_id", "status": "queued", ...}      the job runs in the user's shard
+         200 {"status": "done" | "failed", ...}       ``wait``: the job finished within S seconds
          200 {"status": "done" | "failed", ...}       the shard's queue was full: the request waited
          200 {"status": "skipped", "reason": ...}     nothing new, a checker declined, external context
     GET  /v1/jobs/{job_id}                           the job (404 for a key of another app)
@@ -16,9 +17,11 @@ when the client disconnects: it belongs to the shard from the moment it is recor
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Request, Response
+from fastapi import APIRouter, Path, Query, Request, Response
 from fastapi.responses import JSONResponse
 
 from actors.extraction_queue import job_shard
@@ -30,6 +33,10 @@ from serve_apps.http_models import IngestRequest, JobModel, RecallRequest, Recal
 
 Session = Annotated[str, Path(description="Session id (1..128 characters, no '/' or control characters).")]
 JobId = Annotated[str, Path(description="A job id as returned by the ingest route.")]
+MAX_WAIT_S = 60.0
+Wait = Annotated[float, Query(ge=0, le=MAX_WAIT_S, description="Seconds to wait for the job to finish before "
+                                                               "answering (0: answer at once with the queued job).")]
+POLL_S = 0.05
 _TAGS = ["auto memory"]
 
 
@@ -49,12 +56,19 @@ def ingest_routes(router: APIRouter) -> None:
                                                "description": "Finished at once: skipped, or run synchronously"}},
                  summary="Ingest session events", tags=list(_TAGS))
     async def ingest_events(request: Request, app: App, user: User, session: Session,
-                            body: IngestRequest) -> Response:
-        """Archive the session's events and queue an extraction of what is new since the session's
-        cursor. 202 with a queued job; 200 when the job was skipped or (queue full) already ran."""
+                            body: IngestRequest, wait: Wait = 0.0) -> Response:
+        """Archive the session's messages and queue an extraction of what the archive holds and has not
+        extracted yet (see the request body for how messages without ids are told apart). 202 with a
+        queued job; 200 when the job was skipped, (queue full) already ran, or finished within ``wait``."""
         key = make_key(app, user)
-        events = [e.model_dump(mode="json") for e in body.events]
+        events = [e.model_dump(mode="json", exclude_none=True) for e in body.events]
         job, _ = await _call(request, key, "ingest", session, events)
+        if wait > 0 and job.status in ("queued", "running"):
+            backend, _settings = _state(request)
+            shard, deadline = job_shard(job.job_id), time.monotonic() + wait
+            while job.status in ("queued", "running") and time.monotonic() < deadline and shard is not None:
+                await asyncio.sleep(POLL_S)
+                job = await backend.call_shard(shard, "job", job.job_id)
         status = 202 if job.status in ("queued", "running") else 200
         location = f"{request.scope.get('root_path', '')}/v1/jobs/{job.job_id}"
         return JSONResponse(_json(job), status_code=status, headers={"Location": location})

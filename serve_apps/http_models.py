@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from actors.archive import JobStatus
-from memcore.extraction.events import EventBatch
+from memcore.extraction.events import MessageBatch
 from memcore.model import Entry, InjectionMode, Memory, PreloadStrategy, SearchOptions, encodable
 from memcore.tools import ToolMode
 
@@ -200,23 +200,35 @@ class ErrorBody(BaseModel):
 
 
 # ---------------------------------------------------------------- auto memory
-class IngestRequest(EventBatch):
-    """A session's events, oldest first or in any order (the whole session may be resent each turn).
+class IngestRequest(MessageBatch):
+    """A session's messages as the agent holds them: OpenAI chat messages (``role``, ``content`` as a
+    string or content parts, ``tool_calls``, ``tool_call_id``, ``name``), plus optional ``id``,
+    ``timestamp`` and ``external_context`` (true on messages that carry retrieved knowledge).
 
-    Each event: ``id`` (unique in the session), ``role`` user | assistant | tool, ``content``,
-    ``tool_calls``, ``tool_call_id``, ``timestamp`` (ISO-8601) and ``external_context`` (true on
-    events that carry retrieved knowledge). Only user/assistant text after the session's cursor
-    is extracted; tool messages never are.
+    Messages without an ``id`` are told apart by the server: when the session's archived turns begin
+    the batch (or the batch begins them) it is the whole session resent and only the rest is new; when
+    the archive's last two or more turns begin it, it is a trimmed window resent; otherwise every
+    message is new and appended, even one that repeats an earlier text such as "yes". A message
+    without ``timestamp`` is stamped with the time of receipt (monotonic within the session); a
+    timestamp more than ``extractor.clock_skew_s`` ahead of the server's clock is a 422. Only
+    user/assistant text is archived and extracted: tool messages, tool calls and system prompts never
+    become memories. A job extracts every archived turn not extracted yet, in arrival order.
     """
 
     model_config = ConfigDict(
         extra="forbid",
-        json_schema_extra={"examples": [{"events": [
-            {"id": "e1", "role": "user", "content": "We upgraded production to Go 1.24.",
-             "timestamp": "2026-07-20T09:00:00Z"},
-            {"id": "e2", "role": "assistant", "content": "Noted: production runs Go 1.24.",
-             "timestamp": "2026-07-20T09:00:05Z"},
-        ]}]},
+        json_schema_extra={"examples": [
+            {"events": [
+                {"role": "user", "content": "I moved to Lisbon last month."},
+                {"role": "assistant", "content": "Congratulations on the move to Lisbon!"},
+            ]},
+            {"events": [
+                {"id": "e1", "role": "user", "content": "We upgraded production to Go 1.24.",
+                 "timestamp": "2026-07-20T09:00:00Z"},
+                {"id": "e2", "role": "assistant", "content": "Noted: production runs Go 1.24.",
+                 "timestamp": "2026-07-20T09:00:05Z"},
+            ]},
+        ]},
     )
 
 
@@ -234,7 +246,9 @@ class JobModel(BaseModel):
     finished_at: datetime | None = None
     sync: bool = Field(description="True when the queue was full and the ingest request waited for the job.")
     attempts: int = Field(description="Runs started (more than 1 after a shard restart re-queued it).")
-    upto: datetime | None = Field(default=None, description="The newest event this job extracts.")
+    upto: datetime | None = Field(default=None, description="The newest timestamp among the turns this job extracts.")
+    upto_seq: int | None = Field(default=None, description="The delta bound: the job extracts the session's "
+                                                           "unextracted turns that arrived up to this number.")
     reason: str | None = Field(default=None, description="Why the job was skipped or failed.")
     operations: list[dict[str, Any]] = Field(
         description="One result per proposed operation: index, type, status (applied | skipped | failed), "

@@ -110,13 +110,13 @@ def test_recall_matches_cjk_characters(archive: SqliteArchive) -> None:
 
 def _job(n: int, key: UserKey = A, session: str = "s1", status: str = "queued") -> JobRecord:
     return JobRecord(job_id=f"0-{n:032x}", status=status, app=key.app, user=key.user, session=session,  # type: ignore[arg-type]
-                     created_at=T0, upto=T0 + timedelta(seconds=n))
+                     created_at=T0, upto=T0 + timedelta(seconds=n), upto_seq=n)
 
 
 def test_job_lifecycle_and_requeue(archive: SqliteArchive) -> None:
     jobs = [archive.create_job(_job(i)) for i in range(1, 4)]
     assert [j.seq for j in jobs] == [1, 2, 3]
-    assert archive.pending_upto(A, "s1") == T0 + timedelta(seconds=3)
+    assert archive.pending_upto(A, "s1") == 3 and archive.job(jobs[1].job_id).upto_seq == 2
     running = archive.start_job(jobs[0].job_id)
     assert running.status == "running" and running.attempts == 1 and running.started_at is not None
     done = archive.finish_job(running.model_copy(update={
@@ -150,3 +150,56 @@ def test_access_times(archive: SqliteArchive) -> None:
     assert archive.last_access(A) == {"m1": 100.0, "m2": 100.0}
     archive.forget_access(A, ["m1"])
     assert archive.last_access(A) == {"m2": 100.0}
+
+
+def test_delta_is_unextracted_turns_in_arrival_order(archive: SqliteArchive) -> None:
+    """A late turn (new id, older timestamp) and turns in the same second are all pending until marked."""
+    archive.append(A, "s1", [ev(5, "first to arrive"), ev(6, "second", "assistant")])
+    archive.append(B, "s1", [ev(7, "another user's turn")])
+    archive.append(A, "s1", [ev(0, "late: older timestamp, arrived third"),
+                             Event(id="same-1", role="user", content="same second a", timestamp=T0),
+                             Event(id="same-2", role="user", content="same second b", timestamp=T0)])
+    pending = archive.unextracted(A, "s1")
+    assert [e.id for _, e in pending] == ["e5", "e6", "e0", "same-1", "same-2"]
+    seqs = [q for q, _ in pending]
+    assert seqs == sorted(seqs) and len(set(seqs)) == 5
+    assert [e.id for _, e in archive.unextracted(A, "s1", after_seq=seqs[1], upto_seq=seqs[3])] == ["e0", "same-1"]
+    assert archive.mark_extracted(A, "s1", seqs[2]) == 3
+    assert [e.id for _, e in archive.unextracted(A, "s1")] == ["same-1", "same-2"]
+    assert archive.mark_extracted(A, "s1", ids=["same-2", "nope"]) == 1
+    assert [e.id for _, e in archive.unextracted(A, "s1")] == ["same-1"]
+    assert [e.id for e in archive.arrived(A, "s1")] == ["e5", "e6", "e0", "same-1", "same-2"]
+    assert archive.read(A, "s1")[0].id == "e0"  # read stays in time order
+    assert [e.id for _, e in archive.unextracted(B, "s1")] == ["e7"]
+
+
+def test_an_archive_without_arrival_numbers_is_migrated(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "old.sqlite3"
+    db = sqlite3.connect(path)
+    db.executescript("""
+        CREATE TABLE events (app TEXT NOT NULL, user TEXT NOT NULL, session TEXT NOT NULL, id TEXT NOT NULL,
+            role TEXT NOT NULL, content TEXT NOT NULL, ts_us INTEGER NOT NULL,
+            external_context INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (app, user, session, id));
+        CREATE TABLE sessions (app TEXT NOT NULL, user TEXT NOT NULL, session TEXT NOT NULL,
+            last_extract_us INTEGER, external_context INTEGER NOT NULL DEFAULT 0, updated_at REAL NOT NULL,
+            PRIMARY KEY (app, user, session));
+        CREATE TABLE jobs (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, app TEXT NOT NULL,
+            user TEXT NOT NULL, session TEXT NOT NULL, status TEXT NOT NULL, upto_us INTEGER,
+            created_at REAL NOT NULL, started_at REAL, finished_at REAL, sync INTEGER NOT NULL DEFAULT 0,
+            attempts INTEGER NOT NULL DEFAULT 0, reason TEXT, result TEXT, cursor_us INTEGER);
+    """)
+    for i in range(3):
+        db.execute("INSERT INTO events VALUES ('app', 'alice', 's1', ?, 'user', ?, ?, 0)",
+                   (f"e{i}", f"turn {i}", to_us(T0 + timedelta(seconds=i))))
+    db.execute("INSERT INTO sessions VALUES ('app', 'alice', 's1', ?, 0, 0)", (to_us(T0 + timedelta(seconds=1)),))
+    db.commit()
+    db.close()
+    archive = SqliteArchive(path)
+    try:
+        assert [e.id for _, e in archive.unextracted(A, "s1")] == ["e2"]  # e0, e1 were at or before the cursor
+        archive.append(A, "s1", [ev(9, "new after the upgrade")])
+        assert [(q, e.id) for q, e in archive.unextracted(A, "s1")] == [(3, "e2"), (4, "e9")]
+    finally:
+        archive.close()

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack
 from datetime import timedelta
 from itertools import pairwise
 from pathlib import Path
@@ -23,35 +21,12 @@ from actors.shard import ShardCore
 from memcore.errors import ValidationError
 from memcore.extraction.events import ExtractionResult
 from memcore.model import UserKey, now_utc
-from memcore.settings import Settings
+from tests.actors.conftest import MakeCore, done
 from tests.auto_memory import T0, extractor_settings, remember_tokens, turns
 from tests.scripted_llm import Reply, ScriptedLLM, messages_text, tool_call
 
 A = UserKey(app="app", user="alice")
 B = UserKey(app="app", user="bob")
-MakeCore = Callable[..., ShardCore]
-
-
-@pytest.fixture
-def make_core(tmp_path: Path, hashing_embedder: Any) -> Iterator[MakeCore]:
-    """``make_core(start_workers=True, extractor_obj=None, data=..., **extractor_settings)``."""
-    with ExitStack() as stack:
-
-        def make(*, start_workers: bool = True, extractor_obj: Any = None, data: Path | None = None,
-                 settings: dict[str, Any] | None = None, **extractor: Any) -> ShardCore:
-            s = Settings(data_dir=data or tmp_path, shards=1, embedder={"kind": "hashing", "dim": 256},
-                         extractor=extractor, **(settings or {}))
-            core = ShardCore(s, 0, hashing_embedder, extractor=extractor_obj, start_workers=start_workers)
-            stack.callback(core.close)
-            return core
-
-        yield make
-
-
-def done(core: ShardCore, job: JobRecord, timeout: float = 30.0) -> JobRecord:
-    final = core.jobs.wait(job.job_id, timeout)
-    assert final.finished, final
-    return final
 
 
 def provenance(core: ShardCore, key: UserKey = A) -> list[list[str]]:

@@ -316,14 +316,14 @@ _EVENTS = [{"id": "e1", "role": "user", "content": "hi", "timestamp": datetime(2
 def test_auto_memory_methods() -> None:
     stub = _AutoMemoryStub()
     with MemoryClient(api_key=KEY, transport=httpx.MockTransport(stub)) as mc:
-        job_id = mc.ingest(APP, "u 1", "s/1", _EVENTS)
+        job_id = mc.ingest(APP, "u 1", "s/1", _EVENTS).job_id
         _check_auto_memory_calls(stub, job_id, mc.job(job_id), mc.recall(APP, "u 1", "hello", max_results=3))
 
 
 async def test_async_auto_memory_methods() -> None:
     stub = _AutoMemoryStub()
     async with AsyncMemoryClient(api_key=KEY, transport=httpx.MockTransport(stub)) as mc:
-        job_id = await mc.ingest(APP, "u 1", "s/1", _EVENTS)
+        job_id = (await mc.ingest(APP, "u 1", "s/1", _EVENTS)).job_id
         job, recalled = await mc.job(job_id), await mc.recall(APP, "u 1", "hello", max_results=3)
         _check_auto_memory_calls(stub, job_id, job, recalled)
 

@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from memcore.extraction.episodes import AssistantEpisodeStage
-from memcore.extraction.events import Event, delta
+from memcore.extraction.events import Event, extractable
 from memcore.extraction.llm import LLMExtractor
 from memcore.extraction.pipeline import ExtractionReport, run_extraction
 from memcore.model import SearchOptions, UserKey
@@ -52,7 +52,7 @@ def run(service: MemoryService, llm: ScriptedLLM, events: Sequence[Event], polic
         *, episodes: bool = False) -> ExtractionReport:
     extractor = LLMExtractor(llm.base_url, "scripted", policy=policy)  # type: ignore[arg-type]
     stage = AssistantEpisodeStage(None, "scripted", chat=extractor.chat) if episodes else None
-    report = run_extraction(service, KEY, delta(events, None), extractor, policy=policy, episodes=stage,
+    report = run_extraction(service, KEY, extractable(events), extractor, policy=policy, episodes=stage,
                             now=events[-1].timestamp + timedelta(minutes=5))
     assert report.cursor == events[-1].timestamp
     assert report.rejected == [] and report.episode_errors == []
