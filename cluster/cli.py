@@ -13,7 +13,9 @@
 
 ``up`` starts a local Ray head on loopback, deploys the Serve apps of the config with embedded
 defaults, waits until ``/readyz`` answers and prints the base URL. ``down`` stops what ``up``
-started; the data directory is kept.
+started (every process of its Ray head: they carry a tag in their environment); the data directory
+is kept. memctl keeps its state and Ray's auth token in ``~/.memcluster`` (``MEMCTL_STATE`` moves
+the state file, and the token beside it; see :mod:`cluster.ray_auth`).
 """
 
 from __future__ import annotations
@@ -24,25 +26,32 @@ import os
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from cluster import deploy
+from cluster import deploy, ray_auth
 from memcore.settings import Settings
 
-STATE_FILE = Path(os.environ.get("MEMCTL_STATE", "~/.memcluster/memctl.json")).expanduser()
 DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "serve.local.yaml"
+NOT_RUNNING = "memcluster is not running here: start it with `memctl up`"
 
 
-def _ray_env(settings: Settings) -> dict[str, str]:
-    return {**deploy.serve_process_env(settings), **os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+def state_file() -> Path:
+    """memctl's state file (``$MEMCTL_STATE``, default ``~/.memcluster/memctl.json``), read when used."""
+    return Path(os.environ.get("MEMCTL_STATE", "~/.memcluster/memctl.json")).expanduser()
 
 
-def _set_ray_auth() -> None:
-    """Token auth for the local head and every client of it (Ray keeps the token in ~/.ray)."""
-    os.environ.setdefault("RAY_AUTH_MODE", "token")
+def _ray_env(settings: Settings, tag: str) -> dict[str, str]:
+    return {**deploy.serve_process_env(settings), **os.environ, "RAY_USAGE_STATS_ENABLED": "0",
+            deploy.SESSION_TAG_VAR: tag}
+
+
+def _set_ray_auth() -> ray_auth.RayAuth:
+    """Token auth for the local head and every client of it (:mod:`cluster.ray_auth`)."""
+    return ray_auth.ensure(state_file().parent)
 
 
 def _ray_bin() -> str:
@@ -50,20 +59,43 @@ def _ray_bin() -> str:
     return str(cand) if cand.exists() else "ray"
 
 
+def _already_up() -> str | None:
+    """The base URL of a memcluster this memctl home runs, or None; a state file whose service no longer
+    answers is stale: what is left of it is stopped and the file removed."""
+    state = _state()
+    if state is None:
+        return None
+    ready = deploy.readyz(state["base_url"], timeout=2.0)
+    if ready is not None:
+        return str(state["base_url"])
+    print(f"a previous memcluster ({state['base_url']}) no longer answers; cleaning up after it", flush=True)
+    _stop(state)
+    return None
+
+
 def cmd_up(args: argparse.Namespace) -> int:
     plan = deploy.load_plan(Path(args.config), args.settings, data_dir=args.data_dir, host=args.host,
                             port=args.port, shards=args.shards)
     settings = plan.settings
+    running = _already_up()
+    if running is not None:
+        print(f"memcluster is already running at {running}: `memctl down` stops it")
+        return 0
+    if deploy.port_in_use(plan.host, plan.port):
+        print(f"port {plan.port} on {plan.host} is already in use: stop what listens there or choose another "
+              "with --port", file=sys.stderr)
+        return 1
     gcs = f"127.0.0.1:{args.ray_port}"
     started_ray = False
     session: str | None = None
+    tag = uuid.uuid4().hex
     if not deploy.ray_reachable(gcs):
         cmd = [_ray_bin(), "start", "--head", "--node-ip-address=127.0.0.1", f"--port={args.ray_port}",
                "--include-dashboard=false", "--disable-usage-stats"]
         if args.num_cpus is not None:
             cmd.append(f"--num-cpus={args.num_cpus}")
         print("starting Ray:", " ".join(cmd), flush=True)
-        subprocess.run(cmd, check=True, env=_ray_env(settings), stdout=subprocess.DEVNULL)
+        subprocess.run(cmd, check=True, env=_ray_env(settings, tag), stdout=subprocess.DEVNULL)
         started_ray = True
         session = deploy.current_session()
     else:
@@ -72,12 +104,14 @@ def cmd_up(args: argparse.Namespace) -> int:
     try:
         base_url = deploy.apply(plan, gcs)
     except BaseException:
-        if started_ray and session:  # nothing else would stop it: no state file was written
-            print(f"deploy failed; stopped {deploy.stop_session(session)} processes of {session}", file=sys.stderr)
+        if started_ray:  # nothing else would stop it: no state file was written
+            print(f"deploy failed; stopped {deploy.stop_session(session, tag)} processes of the Ray head it "
+                  "started", file=sys.stderr)
         raise
-    STATE_FILE.parent.mkdir(parents=True, exist_ok=True)
-    STATE_FILE.write_text(json.dumps({"gcs": gcs, "base_url": base_url, "data_dir": str(settings.data_dir),
-                                      "started_ray": started_ray, "ray_session": session,
+    state = state_file()
+    state.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    state.write_text(json.dumps({"gcs": gcs, "base_url": base_url, "data_dir": str(settings.data_dir),
+                                      "started_ray": started_ray, "ray_session": session, "ray_tag": tag,
                                       "namespace": settings.namespace, "ingress": settings.http.ingress,
                                       "config": str(Path(args.config).resolve()),
                                       "settings_file": str(Path(args.settings).resolve()) if args.settings else None,
@@ -98,33 +132,46 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 
 def _state() -> dict[str, Any] | None:
-    if not STATE_FILE.exists():
+    path = state_file()
+    if not path.exists():
         return None
-    data: dict[str, Any] = json.loads(STATE_FILE.read_text())
+    try:
+        data: dict[str, Any] = json.loads(path.read_text())
+    except ValueError:
+        return None
     return data
 
 
 def cmd_status(args: argparse.Namespace) -> int:
     state = _state()
     if state is None:
-        print("memcluster is not running (no state file)")
+        print(NOT_RUNNING)
         return 1
     ready = deploy.readyz(state["base_url"])
     print(json.dumps({"base_url": state["base_url"], "data_dir": state["data_dir"],
-                      "ingress": state.get("ingress", "proxy"), "readyz": ready}, indent=2))
+                      "ingress": state.get("ingress", "proxy"), "ray_auth": args.ray_auth.describe(),
+                      "readyz": ready}, indent=2))
     return 0 if ready and ready.get("status") == "ready" else 1
+
+
+def _stop(state: dict[str, Any]) -> int:
+    """Stop what ``up`` started (Serve apps, shard actors, and the Ray head if it started one)."""
+    deploy.shutdown(state["gcs"], state.get("namespace", "memcluster"))
+    stopped = 0
+    if state.get("started_ray"):
+        stopped = deploy.stop_session(state.get("ray_session"), state.get("ray_tag"))
+    state_file().unlink(missing_ok=True)
+    return stopped
 
 
 def cmd_down(args: argparse.Namespace) -> int:
     state = _state()
     if state is None:
-        print("memcluster is not running (no state file)")
+        print(NOT_RUNNING.replace("start it", "nothing to stop; start it"))
         return 0
-    deploy.shutdown(state["gcs"], state.get("namespace", "memcluster"))
-    if state.get("started_ray") and state.get("ray_session"):
-        stopped = deploy.stop_session(state["ray_session"])
-        print(f"stopped {stopped} Ray processes of {state['ray_session']}")
-    STATE_FILE.unlink(missing_ok=True)
+    stopped = _stop(state)
+    if state.get("started_ray"):
+        print(f"stopped {stopped} processes of the Ray head memctl started")
     print(f"memcluster stopped; data kept in {state['data_dir']}")
     return 0
 
@@ -158,6 +205,10 @@ def cmd_export(args: argparse.Namespace) -> int:
     try:
         lines, users = backup.export_app(backup.base_url(args.url, _state()), backup.api_key(args.api_key),
                                          args.app, args.out)
+    except httpx.ConnectError:
+        print(f"memctl export: nothing answers at {backup.base_url(args.url, _state())}: {NOT_RUNNING} "
+              "(or pass --url)", file=sys.stderr)
+        return 1
     except (backup.BackupError, httpx.HTTPError, OSError) as exc:
         print(f"memctl export: {exc}", file=sys.stderr)
         return 1
@@ -173,6 +224,10 @@ def cmd_import(args: argparse.Namespace) -> int:
     try:
         counts = backup.import_app(backup.base_url(args.url, _state()), backup.api_key(args.api_key),
                                    args.app, args.in_file, chunk_bytes=args.chunk_bytes)
+    except httpx.ConnectError:
+        print(f"memctl import: nothing answers at {backup.base_url(args.url, _state())}: {NOT_RUNNING} "
+              "(or pass --url)", file=sys.stderr)
+        return 1
     except (backup.BackupError, httpx.HTTPError, OSError) as exc:
         print(f"memctl import: {exc}", file=sys.stderr)
         return 1
@@ -241,7 +296,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    _set_ray_auth()
+    args.ray_auth = _set_ray_auth()
     try:
         return int(args.func(args))
     except (ValueError, subprocess.CalledProcessError) as exc:

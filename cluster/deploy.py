@@ -152,6 +152,16 @@ def load_plan(config: Path, settings_file: str | None = None, **flags: Any) -> P
     return Plan(settings=settings, host=settings.http.host, port=settings.http.port, apps=apps)
 
 
+def port_in_use(host: str, port: int) -> bool:
+    """True when something accepts connections on ``host:port`` (checked before ``up`` starts anything)."""
+    target = "127.0.0.1" if host in ("0.0.0.0", "") else "::1" if host == "::" else host
+    try:
+        with socket.create_connection((target, port), timeout=1.0):
+            return True
+    except OSError:
+        return False
+
+
 def ray_reachable(address: str) -> bool:
     """True when something listens on the GCS address (a Ray head is up)."""
     host, _, port = address.rpartition(":")
@@ -229,9 +239,15 @@ def current_session(temp_dir: Path = Path("/tmp/ray")) -> str | None:
     return latest.resolve().name if latest.exists() else None
 
 
-def stop_session(session: str, grace_s: float = 5.0) -> int:
-    """Stop the processes of one Ray session only (``ray stop`` would stop every cluster here)."""
-    pids = _session_pids(session)
+SESSION_TAG_VAR = "MEMCLUSTER_RAY_TAG"
+"""Set in the environment of the ``ray start`` that ``memctl up`` runs: every process of that Ray head
+inherits it (raylet, GCS, workers, agents, the Ray client server), so ``down`` finds them all."""
+
+
+def stop_session(session: str | None, tag: str | None = None, grace_s: float = 5.0) -> int:
+    """Stop the processes of one Ray head only (``ray stop`` would stop every cluster here): those whose
+    command line names ``session`` or whose environment carries ``tag``, and their descendants."""
+    pids = session_pids(session, tag)
     for pid in pids:
         _signal(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
@@ -243,11 +259,13 @@ def stop_session(session: str, grace_s: float = 5.0) -> int:
     return len(pids)
 
 
-def _session_pids(session: str) -> list[int]:
-    """Processes whose command line names the session, plus all their descendants
-    (Ray renames its workers and agents, e.g. ``ray::ShardCore``)."""
+def session_pids(session: str | None, tag: str | None = None) -> list[int]:
+    """Processes whose command line names the session or whose environment carries ``tag`` (see
+    :data:`SESSION_TAG_VAR`), plus all their descendants (Ray renames its workers and agents, e.g.
+    ``ray::ShardCore``)."""
     matched: set[int] = set()
     parent: dict[int, int] = {}
+    marker = f"{SESSION_TAG_VAR}={tag}".encode() if tag else None
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
@@ -257,8 +275,16 @@ def _session_pids(session: str) -> list[int]:
             parent[pid] = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
         except (OSError, IndexError, ValueError):
             continue
-        if session.encode() in cmdline:
+        if session and session.encode() in cmdline:
             matched.add(pid)
+            continue
+        if marker is not None:
+            try:
+                environ = (proc / "environ").read_bytes()
+            except OSError:
+                continue
+            if marker in environ.split(b"\0"):
+                matched.add(pid)
     grew = True
     while grew:
         kids = {p for p, pp in parent.items() if pp in matched and p not in matched}
