@@ -3,8 +3,11 @@
 Each turn it (1) preloads the user's memories that matter for the message and injects them
 into the system prompt (or, with ``--inject user``, as a user-side message before the
 question), (2) offers the service's exposed memory tools to the model, (3) executes the
-model's tool calls through ``POST .../tools/{name}`` and loops until the model answers.
-Commands: ``/memory`` lists the user's memories, ``/new`` starts a new session (the
+model's tool calls through ``POST .../tools/{name}`` and loops until the model answers, and
+(4) sends the session's messages, as it holds them, to the service's ingest route: auto memory
+extracts what is worth keeping in the background (with ``--tool-mode auto`` the model gets no
+write tools at all, and this is how memories form). Commands: ``/memory`` waits for the
+session's extraction job and lists the user's memories, ``/new`` starts a new session (the
 conversation resets, the memories stay), ``/exit`` ends.
 
 Environment: ``OPENAI_BASE_URL``, ``OPENAI_API_KEY``, ``OPENAI_MODEL`` (the chat model) and
@@ -49,6 +52,10 @@ class AgentConfig:
     tool_mode: str = "agentic"  # agentic | auto
     system_prompt: str = SYSTEM_PROMPT
     max_tool_rounds: int = 8
+    ingest: bool = True
+    """Send each finished turn's session to ingest (auto memory)."""
+    job_wait_s: float = 30.0
+    """How long ``/memory`` and ``/new`` wait for the session's extraction job."""
 
 
 def new_session_id() -> str:
@@ -68,6 +75,7 @@ class MemoryAgent:
         self.session = config.session or new_session_id()
         self.history: list[dict[str, Any]] = []
         self._tools: list[dict[str, Any]] | None = None
+        self.last_job: str | None = None
 
     # ------------------------------------------------------------------ commands
     def run(self, lines: Iterable[str]) -> None:
@@ -96,6 +104,7 @@ class MemoryAgent:
         return True
 
     def show_memories(self) -> None:
+        self.settle()
         entries = self.memory.read(self.config.app, self.config.user)
         if not entries:
             self.out("No memories yet.")
@@ -106,11 +115,51 @@ class MemoryAgent:
             self.out(f"  - {e.id[:12]} ({e.kind}) {e.text}{topics}")
 
     def new_session(self) -> str:
+        self.settle()
         previous, self.session = self.session, new_session_id()
         self.history = []
         self._tools = None
         self.out(f"New session: {self.session} (previous: {previous}); memories are kept.")
         return self.session
+
+    # ------------------------------------------------------------------ auto memory
+    def remember(self) -> None:
+        """Send the session's messages to ingest (the whole session: the service tells old from new)."""
+        if not self.config.ingest or not self.history:
+            return
+        try:
+            job = self.memory.ingest(self.config.app, self.config.user, self.session, self.history)
+        except MemclientError as exc:  # memory is an aid: a failed ingest never fails the turn
+            self.out(f"(memory: ingest failed: {exc})")
+            return
+        self.last_job = job.job_id if not job.finished else None
+        if job.finished:
+            self.report(job)
+
+    def settle(self) -> None:
+        """Wait for the session's pending extraction job (at most ``job_wait_s``) and report it."""
+        if self.last_job is None:
+            return
+        job_id, self.last_job = self.last_job, None
+        deadline = time.monotonic() + self.config.job_wait_s
+        try:
+            job = self.memory.job(job_id)
+            while not job.finished and time.monotonic() < deadline:
+                time.sleep(0.1)
+                job = self.memory.job(job_id)
+        except MemclientError as exc:
+            self.out(f"(memory: job {job_id} unknown: {exc})")
+            return
+        self.report(job)
+
+    def report(self, job: Any) -> None:
+        counts = job.data.get("counts", {})
+        if job.status == "done":
+            self.out(f"(memory: extraction done, {counts.get('applied', 0)} applied)")
+        elif job.status == "skipped":
+            return
+        else:
+            self.out(f"(memory: extraction {job.status}: {job.data.get('reason') or 'still running'})")
 
     # ------------------------------------------------------------------ a turn
     def tools(self) -> list[dict[str, Any]]:
@@ -156,6 +205,7 @@ class MemoryAgent:
                 answer = message.content or ""
                 self.history.append({"role": "assistant", "content": answer})
                 self.out(f"Assistant: {answer}")
+                self.remember()
                 return answer
             step: list[dict[str, Any]] = [{
                 "role": "assistant", "content": message.content,
@@ -172,6 +222,7 @@ class MemoryAgent:
         answer = f"(no answer after {self.config.max_tool_rounds} rounds of tool calls)"
         self.history.append({"role": "assistant", "content": answer})
         self.out(f"Assistant: {answer}")
+        self.remember()
         return answer
 
     def execute(self, name: str, raw_arguments: str) -> dict[str, Any]:
@@ -200,6 +251,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--budget", type=int, default=10, help="preload budget: 0 off, -1 all, N newest/relevant")
     p.add_argument("--inject", choices=["system", "user"], default="system", help="where preloaded memories go")
     p.add_argument("--tool-mode", choices=["agentic", "auto"], default="agentic", help="which tools are offered")
+    p.add_argument("--no-ingest", action="store_true", help="do not send sessions for extraction (auto memory)")
     p.add_argument("--model", default=os.environ.get("OPENAI_MODEL", "gpt-4o-mini"))
     return p.parse_args(argv)
 
@@ -210,7 +262,7 @@ def main(
     """Run the agent; ``lines`` (default: stdin) and ``out`` (default: print) make it scriptable."""
     args = parse_args(argv)
     config = AgentConfig(app=args.app, user=args.user, session=args.session, model=args.model,
-                         budget=args.budget, inject=args.inject, tool_mode=args.tool_mode)
+                         budget=args.budget, inject=args.inject, tool_mode=args.tool_mode, ingest=not args.no_ingest)
     llm = openai.OpenAI(base_url=os.environ.get("OPENAI_BASE_URL") or None,
                         api_key=os.environ.get("OPENAI_API_KEY") or "not-needed")
     with MemoryClient(os.environ.get("MEMCLUSTER_URL", "http://127.0.0.1:8000"),

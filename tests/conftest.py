@@ -58,6 +58,16 @@ def ray_session() -> Iterator[Any]:
         ray.shutdown()
 
 
+@pytest.fixture(scope="session")
+def serve_port(ray_session: Any) -> int:
+    """Ray Serve's HTTP proxy on 127.0.0.1, started once for every Ray module (apps use their own prefixes)."""
+    from ray import serve
+
+    port = free_port()
+    serve.start(http_options={"host": "127.0.0.1", "port": port})
+    return port
+
+
 @pytest.fixture
 def scripted_llm() -> Iterator[Any]:
     """A started scripted OpenAI-compatible server (:mod:`tests.scripted_llm`); ``push`` script items."""

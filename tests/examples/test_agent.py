@@ -1,5 +1,6 @@
-"""The example agent, driven through the real ``openai`` client by a scripted OpenAI-compatible server,
-against the real HTTP app (uvicorn over LocalShardBackend)."""
+"""The example agent's tool loop and preload, driven through the real ``openai`` client by a scripted
+OpenAI-compatible server, against the real HTTP app (uvicorn over LocalShardBackend). Auto memory
+(the agent's ingest of each turn) runs against a Ray cluster in ``test_agent_auto_memory.py``."""
 
 from __future__ import annotations
 
@@ -63,7 +64,8 @@ def test_two_sessions_remember_a_rule(memory: MemoryClient) -> None:
     out: list[str] = []
     with ScriptedLLM(script) as llm:
         agent = MemoryAgent(memory, openai.OpenAI(base_url=llm.base_url, api_key="test", max_retries=0),
-                            AgentConfig(app=APP, user="alice", session="session-a", model="scripted"), out.append)
+                            AgentConfig(app=APP, user="alice", session="session-a", model="scripted",
+                                        ingest=False), out.append)
         agent.run(["Please remember: I never drink coffee after 2pm.", "/new",
                    "Can I have an espresso at 4pm?", "/memory", "/exit", "this line is never read"])
         requests = llm.requests
@@ -106,7 +108,8 @@ def test_inject_user_and_tool_errors(memory: MemoryClient) -> None:
     out: list[str] = []
     with ScriptedLLM(script) as llm:
         agent = MemoryAgent(memory, openai.OpenAI(base_url=llm.base_url, api_key="test", max_retries=0),
-                            AgentConfig(app=APP, user="bob", model="m", inject="user", budget=5), out.append)
+                            AgentConfig(app=APP, user="bob", model="m", inject="user", budget=5, ingest=False),
+                            out.append)
         agent.run(["Suggest a dinner recipe."])
         first, second = llm.requests
 
@@ -144,4 +147,7 @@ def test_main_reads_the_environment(server: LiveServer, monkeypatch: pytest.Monk
         assert main(argv, ["Hi!", "/memory"], out.append) == 0
         (request,) = llm.requests
     assert request["model"] == "env-model"
-    assert "Assistant: Hello Dave." in out and "No memories yet." in out and out[-1] == "Goodbye!"
+    assert "Assistant: Hello Dave." in out and out[-1] == "Goodbye!"
+    # the turn went to ingest; /memory waited for the job (verbatim: no model on this server)
+    assert "(memory: extraction done, 2 applied)" in out
+    assert any(line.strip().startswith("- ") and "User: Hi!" in line for line in out), out

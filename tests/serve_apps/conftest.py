@@ -6,7 +6,7 @@ Fixtures:
   scoped factory; by default a fresh ``LocalShardBackend`` (2 shards, hashing embedder) in ``tmp_path``;
 - ``server``: one module-scoped server without auth (use distinct user ids per test);
 - ``auth_server``: one module-scoped server with two apps and two keys (:data:`AUTH_KEYS`);
-- ``serve_port``: Ray Serve's HTTP port (session scoped, needs ``ray_session``).
+- ``serve_port`` (in ``tests/conftest.py``): Ray Serve's HTTP port (session scoped).
 """
 
 from __future__ import annotations
@@ -125,18 +125,6 @@ def server(tmp_path_factory: pytest.TempPathFactory, hashing_embedder: Any) -> I
 def auth_server(tmp_path_factory: pytest.TempPathFactory, hashing_embedder: Any) -> Iterator[Served]:
     with serve_local(tmp_path_factory.mktemp("http-auth"), hashing_embedder, api_keys=AUTH_KEYS) as served:
         yield served
-
-
-@pytest.fixture(scope="session")
-def serve_port(ray_session: Any) -> int:
-    """Ray Serve's HTTP proxy on 127.0.0.1, started once for every Ray module (apps use their own prefixes)."""
-    from ray import serve
-
-    from tests.conftest import free_port
-
-    port = free_port()
-    serve.start(http_options={"host": "127.0.0.1", "port": port})
-    return port
 
 
 @pytest.fixture
