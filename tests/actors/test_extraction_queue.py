@@ -23,6 +23,7 @@ from actors.shard import ShardCore
 from memcore.errors import ValidationError
 from memcore.extraction.events import ExtractionResult
 from memcore.model import UserKey, now_utc
+from memcore.service import MemoryService
 from memcore.settings import Settings
 from tests.auto_memory import T0, extractor_settings, remember_tokens, turns
 from tests.scripted_llm import Reply, ScriptedLLM, messages_text, tool_call
@@ -94,6 +95,26 @@ def test_whole_session_resent_extracts_only_the_delta(make_core: MakeCore) -> No
     again = core.ingest(A, "s1", turns(4))
     assert again.status == "skipped" and "no new" in (again.reason or "")
     assert len(core.read(A)) == 4
+
+
+def test_live_verbatim_job_issues_no_existing_entry_search(make_core: MakeCore,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The verbatim extractor ignores existing entries: the timed job wrapper must not hide that."""
+    searches: list[UserKey] = []
+    real = MemoryService.search
+
+    def counting(self: MemoryService, key: UserKey, *args: Any, **kwargs: Any) -> Any:
+        searches.append(key)
+        return real(self, key, *args, **kwargs)
+
+    monkeypatch.setattr(MemoryService, "search", counting)
+    core = make_core()  # verbatim (no base_url)
+    first = done(core, core.ingest(A, "s1", turns(2)))
+    second = done(core, core.ingest(A, "s1", turns(4)))  # entries exist now: a search would find them
+    assert (first.status, second.status) == ("done", "done")
+    assert second.counts["applied"] == 2 and second.counts["existing"] == 0
+    assert searches == []
+    assert core.jobs.policy == "append_only"
 
 
 def test_queued_jobs_of_one_session_split_the_delta(make_core: MakeCore) -> None:
