@@ -46,20 +46,20 @@ from actors.archive import JobRecord, SqliteArchive
 from actors.queues import Ticket, UserQueues
 from memcore.errors import ExtractorError, MemoryServiceError, ValidationError
 from memcore.extraction import checkers
-from memcore.extraction.events import Event, cursor_of, delta, parse_events
+from memcore.extraction.events import Event, ExtractionResult, cursor_of, delta, parse_events
 from memcore.extraction.factory import build_episode_stage, build_extractor
 from memcore.extraction.pipeline import EpisodeStage, ExtractionReport, run_extraction
-from memcore.extraction.verbatim import VerbatimExtractor
+from memcore.extraction.wrapper import ExtractorWrapper
 from memcore.model import MAX_ID_CHARS, Entry, Operation, UserKey, now_utc
 from memcore.ports import Extractor
 from memcore.service import MemoryService, store_errors
 from memcore.settings import Settings
-from memcore.tools import ADD, CLEAR, DELETE, UPDATE, ToolMode
+from memcore.tools import ToolMode
+from memcore.vocabulary import enabled_operations
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 Writing = Callable[[UserKey], AbstractContextManager[Any]]
-_OPS = {ADD: "add", UPDATE: "update", DELETE: "delete", CLEAR: "clear"}
 _WRITES = frozenset({"add", "add_many", "update", "delete", "clear"})
 
 
@@ -123,13 +123,15 @@ class _Deadline:
         return cast(T, box["value"])
 
 
-class _TimedExtractor:
+class _TimedExtractor(ExtractorWrapper):
+    """The extractor bounded by the job deadline (its capabilities are the inner extractor's)."""
+
     def __init__(self, inner: Extractor, deadline: _Deadline) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.deadline = deadline
 
-    def extract(self, delta: Sequence[Event], existing: Sequence[Entry] = (), *, now: datetime | None = None) -> Any:
-        return self.deadline.bounded(lambda: self.inner.extract(delta, existing, now=now), "the extractor")
+    def call(self, extract: Callable[[], ExtractionResult]) -> ExtractionResult:
+        return self.deadline.bounded(extract, "the extractor")
 
 
 class _TimedEpisodes:
@@ -188,9 +190,8 @@ class ExtractionJobs:
         self._writing = writing
         self.extractor: Extractor = extractor if extractor is not None else build_extractor(cfg)
         self.episodes = episodes if episodes is not None else build_episode_stage(cfg, self.extractor)
-        # verbatim turns are kept as they are: no reconcile merging of distinct turns
-        self.policy = "append_only" if isinstance(self.extractor, VerbatimExtractor) else cfg.policy
-        self.enabled = frozenset(_OPS[t] for t in settings.tools.enabled_tools(ToolMode.AUTO) if t in _OPS)
+        self.policy = self.extractor.default_policy
+        self.enabled = enabled_operations(settings.tools.enabled_tools(ToolMode.AUTO))
         self.checker = checkers.from_settings(cfg)
         self.capacity = cfg.queue_size
         self.timeout_s = cfg.job_timeout_s

@@ -14,9 +14,9 @@ import yaml
 from pydantic import BaseModel, Field, SecretStr
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from memcore.extraction.verbatim import Granularity
 from memcore.service import ServiceConfig
 from memcore.tools import ToolPolicy
+from memcore.vocabulary import DEFAULT_POLICY, Granularity, PolicyName
 
 
 class VectorStoreSettings(BaseModel):
@@ -90,7 +90,7 @@ class ExtractorSettings(BaseModel):
     base_url: str | None = None
     model: str | None = None
     api_key: SecretStr | None = None
-    policy: Literal["merge_similar", "append_only", "preserve_history"] = "merge_similar"
+    policy: PolicyName = DEFAULT_POLICY
     assistant_episodes: bool = False
     granularity: Granularity = "turn"
     """Verbatim extraction (no ``base_url``) of live deltas: what one entry holds (see

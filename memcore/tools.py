@@ -16,13 +16,9 @@ from typing import Any, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from memcore.errors import PermissionDeniedError, ValidationError
-from memcore.model import Entry, Memory, SearchHit, SearchOptions, UserKey
+from memcore.model import Entry, Kind, Memory, SearchHit, SearchOptions, UserKey
 from memcore.service import validate
-
-ADD, UPDATE, SEARCH, LOAD, DELETE, CLEAR = (
-    "memory_add", "memory_update", "memory_search", "memory_load", "memory_delete", "memory_clear",
-)
-ALL_TOOLS: tuple[str, ...] = (ADD, UPDATE, SEARCH, LOAD, DELETE, CLEAR)
+from memcore.vocabulary import ADD, ALL_TOOLS, CLEAR, DELETE, LOAD, SEARCH, UPDATE, function_schema
 
 
 class ToolMode(StrEnum):
@@ -65,7 +61,7 @@ class ToolPolicy(BaseModel):
 _MEMORY_PROPS: dict[str, Any] = {
     "memory": {"type": "string", "description": "The memory, one self-contained statement."},
     "topics": {"type": "array", "items": {"type": "string"}, "description": "Short topic tags."},
-    "memory_kind": {"type": "string", "enum": ["fact", "episode"],
+    "memory_kind": {"type": "string", "enum": [k.value for k in Kind],
                     "description": "fact: stable preference/identity/background; episode: an event at a time."},
     "event_time": {"type": "string", "description": "When the episode happened, absolute ISO-8601 time."},
     "participants": {"type": "array", "items": {"type": "string"}, "description": "People involved."},
@@ -95,10 +91,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
 
 def openai_schema(name: str) -> dict[str, Any]:
     spec = SCHEMAS[name]
-    return {"type": "function", "function": {
-        "name": name, "description": spec["description"],
-        "parameters": {"type": "object", "properties": spec["properties"], "required": spec["required"],
-                       "additionalProperties": False}}}
+    return function_schema(name, spec["description"], spec["properties"], spec["required"])
 
 
 def exposed_schemas(policy: ToolPolicy, mode: ToolMode) -> list[dict[str, Any]]:

@@ -37,6 +37,7 @@ from memcore.extraction.chat import AfterModel, BeforeModel, ChatClient, RawTool
 from memcore.extraction.events import Event
 from memcore.model import Entry, Kind, Memory, Operation, Source, now_utc, utc
 from memcore.text import jaccard, numbers
+from memcore.vocabulary import EPISODE_TOOL
 
 MIN_CHARS = 20
 MAX_CHARS = 1200
@@ -125,7 +126,7 @@ class AssistantEpisodeStage:
                     {"role": "system", "content": prompts.EPISODE_SYSTEM.format(now=when.isoformat())},
                     {"role": "user", "content": prompts.episode_prompt(batch, self.names, start + 1)},
                 ]
-                _, got = self.chat.call(messages, [prompts.tool_schema(prompts.EPISODE_TOOL)])
+                _, got = self.chat.call(messages, [prompts.tool_schema(EPISODE_TOOL)])
                 calls.extend(got)
         except MemoryServiceError as exc:
             return EpisodeResult(error=f"{type(exc).__name__}: {exc}", pairs=len(pairs))
@@ -155,7 +156,7 @@ class AssistantEpisodeStage:
         return EpisodeResult(operations=ops, rejected=rejected, pairs=len(pairs))
 
     def _episode(self, call: RawToolCall, pairs: Sequence[Sequence[Event]], seen: Sequence[str]) -> Memory:
-        if call.name != prompts.EPISODE_TOOL:
+        if call.name != EPISODE_TOOL:
             raise ValueError(f"unknown tool {call.name!r}")
         try:
             args: Any = json.loads(call.arguments or "{}")

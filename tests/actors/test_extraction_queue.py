@@ -22,6 +22,8 @@ from actors.extraction_queue import job_shard, new_job_id
 from actors.shard import ShardCore
 from memcore.errors import ValidationError
 from memcore.extraction.events import ExtractionResult
+from memcore.extraction.verbatim import VerbatimExtractor
+from memcore.extraction.wrapper import ExtractorWrapper
 from memcore.model import UserKey, now_utc
 from memcore.service import MemoryService
 from memcore.settings import Settings
@@ -280,22 +282,23 @@ def test_extractor_timeout_fails_and_keeps_the_cursor(make_core: MakeCore, scrip
     assert core.read(A) == [] and core.archive.last_extract_at(A, "s1") is None
 
 
-class _SlowExtractor:
+class _SlowExtractor(ExtractorWrapper):
+    """The verbatim extractor, ``seconds`` late (its capabilities forwarded by the wrapper base)."""
+
     def __init__(self, seconds: float) -> None:
+        super().__init__(VerbatimExtractor())
         self.seconds = seconds
         self.calls = 0
 
-    def extract(self, delta: Any, existing: Any = (), *, now: Any = None) -> ExtractionResult:
+    def call(self, extract: Callable[[], ExtractionResult]) -> ExtractionResult:
         self.calls += 1
         time.sleep(self.seconds)
-        from memcore.extraction.verbatim import VerbatimExtractor
-
-        return VerbatimExtractor().extract(delta, existing, now=now)
+        return extract()
 
 
 def test_job_deadline_bounds_any_extractor(make_core: MakeCore) -> None:
     slow = _SlowExtractor(1.5)
-    core = make_core(extractor_obj=slow, job_timeout_s=0.3, policy="append_only")
+    core = make_core(extractor_obj=slow, job_timeout_s=0.3)
     t0 = time.monotonic()
     failed = done(core, core.ingest(A, "s1", turns(2)))
     assert time.monotonic() - t0 < 1.2  # the job did not wait for the extractor
@@ -306,6 +309,7 @@ def test_job_deadline_bounds_any_extractor(make_core: MakeCore) -> None:
     slow.seconds = 0.0
     assert done(core, core.ingest(A, "s1", turns(2))).status == "done"
     assert len(core.read(A)) == 2
+    assert core.jobs.policy == "append_only"  # the wrapped extractor's own policy
 
 
 def test_garbage_tool_calls_are_rejected_one_by_one(make_core: MakeCore, scripted_llm: ScriptedLLM) -> None:
