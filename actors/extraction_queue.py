@@ -44,17 +44,17 @@ from typing import Any, TypeVar, cast
 
 from actors.archive import JobRecord, SqliteArchive
 from actors.queues import Ticket, UserQueues
-from memcore.errors import ExtractorError, MemoryServiceError, ValidationError
+from memcore.errors import ExtractorError, MemoryServiceError
 from memcore.extraction import checkers
 from memcore.extraction.events import Event, ExtractionResult, cursor_of, delta, parse_events
 from memcore.extraction.factory import build_episode_stage, build_extractor
 from memcore.extraction.pipeline import EpisodeStage, ExtractionReport, run_extraction
 from memcore.extraction.wrapper import ExtractorWrapper
-from memcore.model import MAX_ID_CHARS, Entry, Operation, UserKey, now_utc
+from memcore.model import Entry, Operation, UserKey, now_utc
 from memcore.ports import Extractor
-from memcore.service import MemoryService, store_errors
-from memcore.settings import Settings
-from memcore.tools import ToolMode
+from memcore.service import MemoryService
+from memcore.settings import Settings, ToolMode
+from memcore.validation import check_session, store_errors
 from memcore.vocabulary import enabled_operations
 
 log = logging.getLogger(__name__)
@@ -82,15 +82,6 @@ def job_shard(job_id: str) -> int | None:
     except ValueError:
         return None
     return int(head)
-
-
-def check_session(session: str) -> str:
-    """A session id: 1..MAX_ID_CHARS characters, no control characters, no '/', no edge spaces."""
-    if not isinstance(session, str) or not session or len(session) > MAX_ID_CHARS:
-        raise ValidationError(f"session must be 1..{MAX_ID_CHARS} characters", field="session")
-    if "/" in session or session != session.strip() or any(ord(c) < 32 or ord(c) == 127 for c in session):
-        raise ValidationError("session contains '/', control characters or edge whitespace", field="session")
-    return session
 
 
 class _Deadline:

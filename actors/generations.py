@@ -46,8 +46,7 @@ from memcore.ids import shard_of
 from memcore.model import Entry, UserKey, now_utc
 from memcore.ports import Extractor, Vectors
 from memcore.service import MemoryService
-from memcore.settings import ExtractorSettings, Settings
-from memcore.tools import ToolMode
+from memcore.settings import ExtractorSettings, Settings, ToolMode
 from memcore.vocabulary import enabled_operations
 
 CATCH_UP_MARGIN = timedelta(seconds=2)

@@ -46,6 +46,10 @@ PolicyName = Literal["merge_similar", "append_only", "preserve_history"]
 POLICIES: tuple[PolicyName, ...] = ("merge_similar", "append_only", "preserve_history")
 DEFAULT_POLICY: PolicyName = "merge_similar"
 
+# ------------------------------------------------------------------ search
+KeywordQuery = Literal["raw", "content"]
+"""What BM25 searches: the query as given, or its content words (no stop or question words)."""
+
 # ------------------------------------------------------------------ verbatim extraction
 Granularity = Literal["turn", "round", "session", "window"]
 GRANULARITIES: tuple[Granularity, ...] = ("turn", "round", "session", "window")

@@ -37,6 +37,7 @@ from memcore.extraction.chat import AfterModel, BeforeModel, ChatClient, RawTool
 from memcore.extraction.events import Event
 from memcore.model import Entry, Kind, Memory, Operation, Source, now_utc, utc
 from memcore.text import jaccard, numbers
+from memcore.validation import first_error
 from memcore.vocabulary import EPISODE_TOOL
 
 MIN_CHARS = 20
@@ -189,4 +190,4 @@ class AssistantEpisodeStage:
             return Memory(text=text, topics=topics, kind=Kind.EPISODE, event_time=pair[0].timestamp,
                           source=Source.ASSISTANT, provenance=[e.id for e in pair])
         except pydantic.ValidationError as exc:
-            raise ValueError(f"invalid memory: {exc.errors()[0]['msg']}") from None
+            raise ValueError(f"invalid memory: {first_error(exc.errors())[0]}") from None

@@ -5,8 +5,8 @@ be sent each turn). Only the *delta* after the session's ``last_extract_at`` cur
 only user/assistant text: tool results, assistant messages that carry nothing but tool calls
 and empty messages are excluded (seed 004, ``scanDeltaSince``).
 
-Validation limits (a bad value raises :class:`pydantic.ValidationError`; the service's
-``validate`` turns it into :class:`memcore.errors.ValidationError` naming the field):
+Validation limits (a bad value raises :class:`pydantic.ValidationError`;
+:func:`memcore.validation.validate` turns it into :class:`memcore.errors.ValidationError` naming the field):
 
 - id: 1..256 characters, no control characters;
 - content: at most 65,536 bytes (UTF-8); tool_calls: at most 128 objects;
@@ -24,7 +24,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from memcore.model import Operation, utc
-from memcore.service import validate
+from memcore.validation import validate
 
 MAX_EVENT_ID_CHARS = 256
 MAX_EVENT_CONTENT_BYTES = 65_536

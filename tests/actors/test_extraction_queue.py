@@ -76,7 +76,7 @@ def test_ingest_validates_events_and_session(make_core: MakeCore) -> None:
     with pytest.raises(ValidationError) as dup:
         core.ingest(A, "s1", turns(1) + turns(1))
     assert dup.value.field == "events"
-    for session in ("", " s", "a/b", "x" * 129, "tab\there"):
+    for session in ("", " s", "a/b", "x" * 129, "tab\there", "zero\u200bwidth", "bidi\u202eflip", 7):
         with pytest.raises(ValidationError) as bad_session:
             core.ingest(A, session, turns(1))
         assert bad_session.value.field == "session"
