@@ -47,22 +47,22 @@ from typing import Any, TypeVar, cast
 
 from actors.archive import JobRecord, SqliteArchive
 from actors.queues import Ticket, UserQueues
-from memcore.errors import ExtractorError, MemoryServiceError, ValidationError
+from memcore.errors import ExtractorError, MemoryServiceError
 from memcore.extraction import checkers
-from memcore.extraction.events import Event, Message, cursor_of, extractable, identify, parse_messages
+from memcore.extraction.events import Event, ExtractionResult, Message, cursor_of, extractable, identify, parse_messages
 from memcore.extraction.factory import build_episode_stage, build_extractor
 from memcore.extraction.pipeline import EpisodeStage, ExtractionReport, run_extraction
-from memcore.extraction.verbatim import VerbatimExtractor
-from memcore.model import MAX_ID_CHARS, Entry, Operation, UserKey, now_utc
+from memcore.extraction.wrapper import ExtractorWrapper
+from memcore.model import Entry, Operation, UserKey, now_utc
 from memcore.ports import Extractor
-from memcore.service import MemoryService, store_errors
-from memcore.settings import Settings
-from memcore.tools import ADD, CLEAR, DELETE, UPDATE, ToolMode
+from memcore.service import MemoryService
+from memcore.settings import Settings, ToolMode
+from memcore.validation import check_session, store_errors
+from memcore.vocabulary import enabled_operations
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 Writing = Callable[[UserKey], AbstractContextManager[Any]]
-_OPS = {ADD: "add", UPDATE: "update", DELETE: "delete", CLEAR: "clear"}
 _WRITES = frozenset({"add", "add_many", "update", "delete", "clear"})
 IGNORED_PARTS = "ignored_content_parts"
 """Job count: content parts of the ingested messages that were not text (images, audio, files)."""
@@ -87,15 +87,6 @@ def job_shard(job_id: str) -> int | None:
     except ValueError:
         return None
     return int(head)
-
-
-def check_session(session: str) -> str:
-    """A session id: 1..MAX_ID_CHARS characters, no control characters, no '/', no edge spaces."""
-    if not isinstance(session, str) or not session or len(session) > MAX_ID_CHARS:
-        raise ValidationError(f"session must be 1..{MAX_ID_CHARS} characters", field="session")
-    if "/" in session or session != session.strip() or any(ord(c) < 32 or ord(c) == 127 for c in session):
-        raise ValidationError("session contains '/', control characters or edge whitespace", field="session")
-    return session
 
 
 class _Deadline:
@@ -128,13 +119,15 @@ class _Deadline:
         return cast(T, box["value"])
 
 
-class _TimedExtractor:
+class _TimedExtractor(ExtractorWrapper):
+    """The extractor bounded by the job deadline (its capabilities are the inner extractor's)."""
+
     def __init__(self, inner: Extractor, deadline: _Deadline) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.deadline = deadline
 
-    def extract(self, delta: Sequence[Event], existing: Sequence[Entry] = (), *, now: datetime | None = None) -> Any:
-        return self.deadline.bounded(lambda: self.inner.extract(delta, existing, now=now), "the extractor")
+    def call(self, extract: Callable[[], ExtractionResult]) -> ExtractionResult:
+        return self.deadline.bounded(extract, "the extractor")
 
 
 class _TimedEpisodes:
@@ -193,9 +186,8 @@ class ExtractionJobs:
         self._writing = writing
         self.extractor: Extractor = extractor if extractor is not None else build_extractor(cfg)
         self.episodes = episodes if episodes is not None else build_episode_stage(cfg, self.extractor)
-        # verbatim turns are kept as they are: no reconcile merging of distinct turns
-        self.policy = "append_only" if isinstance(self.extractor, VerbatimExtractor) else cfg.policy
-        self.enabled = frozenset(_OPS[t] for t in settings.tools.enabled_tools(ToolMode.AUTO) if t in _OPS)
+        self.policy = self.extractor.default_policy
+        self.enabled = enabled_operations(settings.tools.enabled_tools(ToolMode.AUTO))
         self.checker = checkers.from_settings(cfg)
         self.capacity = cfg.queue_size
         self.timeout_s = cfg.job_timeout_s

@@ -42,18 +42,14 @@ from memcore.errors import ValidationError
 from memcore.extraction.events import Event, cursor_of
 from memcore.extraction.factory import build_extractor
 from memcore.extraction.pipeline import run_extraction
-from memcore.extraction.verbatim import VerbatimExtractor
 from memcore.ids import shard_of
 from memcore.model import Entry, UserKey, now_utc
 from memcore.ports import Extractor, Vectors
 from memcore.service import MemoryService
-from memcore.settings import ExtractorSettings, Settings
-from memcore.tools import ADD, CLEAR, DELETE, UPDATE, ToolMode
+from memcore.settings import ExtractorSettings, Settings, ToolMode
+from memcore.vocabulary import enabled_operations
 
-LLM_CHUNK_EVENTS = 64
-"""An LLM extractor sees a session in pieces of at most this many turns (the verbatim one sees it whole)."""
 CATCH_UP_MARGIN = timedelta(seconds=2)
-_OPS = {ADD: "add", UPDATE: "update", DELETE: "delete", CLEAR: "clear"}
 
 
 @dataclass
@@ -128,8 +124,8 @@ class Generations:
             raise ValidationError(f"{key.app}/{key.user} is not part of generation {generation}", field="user")
         cfg = ExtractorSettings.model_validate(extractor)
         ex = self._extractor(cfg)
-        policy = "append_only" if isinstance(ex, VerbatimExtractor) else cfg.policy
-        enabled = frozenset(_OPS[t] for t in self.settings.tools.enabled_tools(ToolMode.AUTO) if t in _OPS)
+        policy = ex.default_policy
+        enabled = enabled_operations(self.settings.tools.enabled_tools(ToolMode.AUTO))
         counts = {"sessions": 0, "events": 0, "operations": 0, "applied": 0, "skipped": 0, "failed": 0,
                   "rejected": 0}
         covered: set[str] = set()
@@ -138,7 +134,7 @@ class Generations:
             if cfg.skip_external_context and self.archive.has_external_context(key, session):
                 continue
             counts["sessions"] += 1
-            for chunk in _chunks(events, None if isinstance(ex, VerbatimExtractor) else LLM_CHUNK_EVENTS):
+            for chunk in _chunks(events, ex.max_events):
                 report = run_extraction(staging.service, key, chunk, ex, policy=policy, enabled=enabled,
                                         now=cursor_of(chunk))
                 for name in ("events", "operations", "applied", "skipped", "failed", "rejected"):

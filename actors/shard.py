@@ -31,7 +31,7 @@ import numpy as np
 from pydantic import TypeAdapter
 
 from actors.archive import JobRecord, RecallHit, SqliteArchive
-from actors.extraction_queue import ExtractionJobs, check_session
+from actors.extraction_queue import ExtractionJobs
 from actors.generations import Generations
 from actors.maintenance import Maintenance
 from actors.queues import Ticket, UserQueues
@@ -41,9 +41,9 @@ from memcore.extraction.events import cursor_of, parse_events
 from memcore.ids import memory_id, shard_of
 from memcore.model import Entry, InjectionMode, Memory, PreloadResult, SearchHit, SearchOptions, UserKey
 from memcore.ports import Embedder, Extractor, Vectors
-from memcore.service import MemoryService, validate
-from memcore.settings import Settings
-from memcore.tools import ToolMode
+from memcore.service import MemoryService
+from memcore.settings import Settings, ToolMode
+from memcore.validation import check_session, validate
 
 __all__ = ["Ack", "ShardCore", "Ticket", "UserQueues"]
 MAX_RECALL_RESULTS = 100

@@ -28,7 +28,7 @@ import argparse
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -49,6 +49,9 @@ from bench.common import (
     plot_style,
     write_json,
 )
+from memcore.extraction.events import ExtractionResult
+from memcore.extraction.wrapper import ExtractorWrapper
+from memcore.ports import Extractor
 
 T0 = datetime(2025, 1, 6, 9, 0, tzinfo=UTC)
 
@@ -60,16 +63,16 @@ def dialogue(rounds: int) -> list[tuple[str, str]]:
     return [(texts[2 * r], texts[2 * r + 1]) for r in range(rounds)]
 
 
-class TimedExtractor:
+class TimedExtractor(ExtractorWrapper):
     """Wraps an extractor and accumulates the wall time of its ``extract`` calls."""
 
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
+    def __init__(self, inner: Extractor) -> None:
+        super().__init__(inner)
         self.watch = Stopwatch()
 
-    def extract(self, delta: Any, existing: Any = (), *, now: Any = None) -> Any:
+    def call(self, extract: Callable[[], ExtractionResult]) -> ExtractionResult:
         with self.watch:
-            return self.inner.extract(delta, existing, now=now)
+            return extract()
 
 
 def session_events(pairs: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:
@@ -115,8 +118,6 @@ def run_scenario(kind: str, *, jobs: int, delay_ms: float, data_dir: Path, embed
     inner = build_extractor(settings.extractor)
     timed = TimedExtractor(inner)
     core = ShardCore(settings, 0, embedder, extractor=timed)
-    if kind == "verbatim":
-        core.jobs.policy = "append_only"  # what the shard uses for the verbatim extractor
     writes, searches = Stopwatch(), Stopwatch()
     rows: list[dict[str, float]] = []
     skipped = 0

@@ -8,7 +8,7 @@
   :func:`bench.common.embed_cached`; ``via="backfill"`` (:mod:`bench.retrieval_backfill`) runs the
   real backfill job into shard actors instead and searches through them.
 - :class:`Knobs` are the search options a configuration sets; a knob left ``None`` is the engine's
-  default (:class:`memcore.search.SearchDefaults`), so ``Knobs()`` is exactly the engine's default path.
+  default (:class:`memcore.settings.SearchDefaults`), so ``Knobs()`` is exactly the engine's default path.
 
 Nothing here reads the QA answers or evidence.
 """
@@ -31,7 +31,8 @@ from bench.locomo import APP, Conversation
 from memcore.extraction.verbatim import VerbatimExtractor
 from memcore.model import Memory, SearchHit, SearchOptions, UserKey
 from memcore.ports import Embedder
-from memcore.service import MemoryService, ServiceConfig
+from memcore.service import MemoryService
+from memcore.settings import ServiceConfig
 
 Log = Callable[[str], None]
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from cluster import deploy
 from memcore.settings import Settings
+from memcore.vocabulary import GRANULARITIES, POLICIES
 
 
 def job_settings(state: dict[str, Any], settings_file: str | None, default_config: Path) -> Settings:
@@ -93,7 +94,7 @@ def add_parsers(sub: Any, state: Callable[[], dict[str, Any] | None], default_co
     bf.add_argument("--app", help="the app of the LoCoMo users")
     bf.add_argument("--format", choices=["jsonl", "parquet"], default=None, help="default: by file extension")
     bf.add_argument("--concurrency", type=int, default=1, help="embedding actors")
-    bf.add_argument("--granularity", choices=["turn", "round", "session", "window"], default=None,
+    bf.add_argument("--granularity", choices=GRANULARITIES, default=None,
                     help="verbatim granularity (default: the settings')")
     bf.add_argument("--settings", default=None, help="settings YAML (default: the one `up` used)")
     bf.add_argument("--progress-s", type=float, default=10.0, help="seconds between progress lines (0: none)")
@@ -103,10 +104,10 @@ def add_parsers(sub: Any, state: Callable[[], dict[str, Any] | None], default_co
     rx = sub.add_parser("reextract", help="re-extract archived sessions into a new generation, then switch")
     rx.add_argument("--apps", nargs="+", default=None, help="only these apps (default: all)")
     rx.add_argument("--users", nargs="+", default=None, help="only these user ids (default: all)")
-    rx.add_argument("--policy", choices=["merge_similar", "append_only", "preserve_history"], default=None)
+    rx.add_argument("--policy", choices=POLICIES, default=None)
     rx.add_argument("--extractor-base-url", default=None, help="an OpenAI-compatible URL ('' for verbatim)")
     rx.add_argument("--model", default=None, help="the extraction model (with --extractor-base-url)")
-    rx.add_argument("--granularity", choices=["turn", "round", "session", "window"], default=None,
+    rx.add_argument("--granularity", choices=GRANULARITIES, default=None,
                     help="verbatim granularity")
     rx.add_argument("--concurrency", type=int, default=4, help="users re-extracted at once")
     rx.add_argument("--settings", default=None, help="settings YAML (default: the one `up` used)")

@@ -36,11 +36,11 @@ from jobs.common import named as _named
 from jobs.common import progress, shard_handle, shard_handles, stats_actor
 from jobs.source import Source, Validate, read
 from memcore import factory
-from memcore.extraction.verbatim import Granularity
 from memcore.ids import shard_of
 from memcore.model import UserKey
 from memcore.ports import Embedder
 from memcore.settings import Settings
+from memcore.vocabulary import Granularity
 
 EmbedderFactory = Callable[[], Embedder]
 __all__ = ["BackfillOptions", "BackfillSummary", "EmbedWrite", "Source", "build", "run_backfill"]

@@ -27,12 +27,13 @@ import pyarrow as pa
 from memcore.extraction import prompts
 from memcore.extraction.chat import RawToolCall
 from memcore.extraction.events import Event
-from memcore.extraction.llm import DEFAULT_NAMES, LLMExtractor
-from memcore.extraction.verbatim import Granularity, VerbatimExtractor
+from memcore.extraction.llm import CHUNK_EVENTS, LLMExtractor
+from memcore.extraction.verbatim import VerbatimExtractor
 from memcore.model import MAX_PROVENANCE, utc
 from memcore.settings import ExtractorSettings
+from memcore.vocabulary import ADD, DEFAULT_NAMES, Granularity
 
-LLM_CHUNK_EVENTS = 64
+LLM_CHUNK_EVENTS = CHUNK_EVENTS
 SESSION_SCHEMA = pa.schema([
     ("app", pa.string()), ("user", pa.string()), ("session", pa.string()), ("first_ts", pa.float64()),
     ("turns", pa.int64()), ("events", pa.string()), ("names", pa.string()),
@@ -116,7 +117,7 @@ class LLMRequests:
         """Prompt building and answer parsing of the live extractor (its own client is never called)."""
         if self._extractor is None:
             self._extractor = LLMExtractor(self.cfg.base_url, self.model, "unused", policy=self.cfg.policy,
-                                           tools=(prompts.ADD,))
+                                           tools=(ADD,))
         return self._extractor
 
     def preprocess(self, row: dict[str, Any]) -> dict[str, Any]:
@@ -124,7 +125,7 @@ class LLMRequests:
         now = max((e.timestamp for e in delta), default=datetime.fromtimestamp(row["first_ts"], UTC))
         self.extractor.names = {**DEFAULT_NAMES, **_names(row.get("names"))}
         messages = self.extractor.messages(delta, [], utc(now))
-        payload = {"model": self.model, "messages": messages, "tools": [prompts.tool_schema(prompts.ADD)],
+        payload = {"model": self.model, "messages": messages, "tools": [prompts.tool_schema(ADD)],
                    "tool_choice": "auto", "temperature": 0.0}
         return {**row, "payload": payload}
 

@@ -8,9 +8,10 @@
                  "tool_calls": [...], "tool_call_id": "...", "external_context": false}, ...]}
 
 A row is valid as a whole or rejected as a whole (:class:`RowError` says why, naming the
-field): app/user as the HTTP API accepts them, the session id as ``/v1/ingest`` accepts it,
-1..2,000 events with unique ids, each a :class:`memcore.extraction.events.Event` (role
-user|assistant|tool, ISO-8601 timestamp — naive means UTC — or epoch seconds). Null optional
+field): app, user and session id by the one identifier rule of :mod:`memcore.model` (as the
+HTTP API and session ingest accept them), speaker names of at most ``MAX_NAME_CHARS``,
+1..2,000 events with unique ids, each a :class:`memcore.extraction.events.Event` (role user|assistant|tool,
+ISO-8601 timestamp — naive means UTC — or epoch seconds). Null optional
 fields are treated as absent (Parquet writes them), ``tool_calls`` may be a JSON string.
 Unknown keys are rejected, so a typo is reported instead of silently dropped.
 """
@@ -23,15 +24,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from actors.extraction_queue import check_session
 from memcore.errors import MemoryServiceError
 from memcore.extraction.events import Event, parse_events
-from memcore.model import UserKey
-from memcore.service import make_key
+from memcore.model import MAX_NAME_CHARS, UserKey
+from memcore.validation import check_session, make_key
 
 ROW_KEYS = frozenset({"app", "user", "session", "events", "names"})
 NAME_ROLES = frozenset({"user", "assistant"})
-MAX_NAME_CHARS = 64
 
 
 class RowError(ValueError):

@@ -26,7 +26,8 @@ from pydantic import ConfigDict, field_validator, model_validator
 
 from memcore.errors import ValidationError
 from memcore.ids import memory_id
-from memcore.model import Entry, UserKey, _check_identifier, utc
+from memcore.model import AppId, Entry, UserId, UserKey, utc
+from memcore.validation import first_error
 
 #: The order of the keys of an exported line (scope first, timestamps last).
 LINE_FIELDS = (
@@ -48,15 +49,8 @@ class BackupEntry(Entry):
             raise ValueError(f"id must be 1..{MAX_ENTRY_ID_CHARS} characters")
         return v
 
-    @field_validator("app")
-    @classmethod
-    def _app(cls, v: str) -> str:
-        return _check_identifier(v, "app")
-
-    @field_validator("user")
-    @classmethod
-    def _user(cls, v: str) -> str:
-        return _check_identifier(v, "user")
+    app: AppId
+    user: UserId
 
     @field_validator("created_at", "updated_at", "deleted_at")
     @classmethod
@@ -129,10 +123,7 @@ def parse_line(raw: bytes | str, lineno: int, app: str | None = None) -> Entry:
     try:
         entry = check_entry(data)
     except pydantic.ValidationError as exc:
-        err = exc.errors()[0]
-        loc = ".".join(str(p) for p in err.get("loc", ())) or None
-        msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
-        raise _line_error(lineno, msg, loc) from None
+        raise _line_error(lineno, *first_error(exc.errors())) from None
     except RecursionError:
         raise _line_error(lineno, "nesting too deep") from None
     if app is not None and entry.app != app:

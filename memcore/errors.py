@@ -2,7 +2,7 @@
 
 ::
 
-    MemoryError_                      base of everything raised on purpose
+    MemoryServiceError                base of everything raised on purpose
     ├── AuthenticationError           missing or unknown API key      -> HTTP 401
     ├── ValidationError               bad input (field named)         -> HTTP 422
     ├── NotFoundError                 unknown or deleted memory id    -> HTTP 404
@@ -11,7 +11,7 @@
     ├── StoreError                    a store or embedder failed      -> HTTP 503 (retry)
     └── ExtractorError                the extraction model failed     -> HTTP 502 (retry later)
 
-The class is called ``MemoryServiceError`` to avoid shadowing Python's ``MemoryError``.
+The base is called ``MemoryServiceError``, not ``MemoryError``, to avoid shadowing Python's built-in.
 """
 
 from __future__ import annotations

@@ -3,9 +3,12 @@
 Validation limits (a bad value raises :class:`pydantic.ValidationError`, which the
 service turns into :class:`memcore.errors.ValidationError` naming the field):
 
-- app / user ids: 1..128 characters, no control characters, no '/', no outer whitespace;
+- identifiers (app, user, session; :data:`AppId`, :data:`UserId`, :data:`SessionId`, one rule,
+  :func:`check_identifier`): 1..128 characters, no control, format (zero-width) or unassigned
+  characters, no '/', no outer whitespace;
 - memory text: 1..8192 bytes (UTF-8) after stripping;
-- topics: at most 32, each 1..64 characters; participants: at most 64, each 1..128;
+- topics: at most 32, each 1..64 characters; participants: at most 64, each 1..64 characters
+  (:data:`MAX_NAME_CHARS`, also the limit of a speaker name);
 - location: at most 256 characters; provenance: at most 1024 ids;
 - event_time: ISO-8601 (naive values are taken as UTC).
 """
@@ -17,14 +20,16 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from memcore.vocabulary import KeywordQuery
 
 MAX_ID_CHARS = 128
 MAX_TEXT_BYTES = 8192
 MAX_TOPICS = 32
 MAX_TOPIC_CHARS = 64
 MAX_PARTICIPANTS = 64
-MAX_NAME_CHARS = 128
+MAX_NAME_CHARS = 64
 MAX_LOCATION_CHARS = 256
 MAX_PROVENANCE = 1024
 MAX_RESULTS_LIMIT = 1000
@@ -40,7 +45,8 @@ class Source(StrEnum):
     ASSISTANT = "assistant"
 
 
-def _check_identifier(value: str, what: str) -> str:
+def check_identifier(value: str, what: str) -> str:
+    """The one identifier rule (apps, users, sessions): see the module docstring."""
     if not value:
         raise ValueError(f"{what} must not be empty")
     if len(value) > MAX_ID_CHARS:
@@ -52,6 +58,15 @@ def _check_identifier(value: str, what: str) -> str:
     if value != value.strip():
         raise ValueError(f"{what} has leading or trailing whitespace")
     return value
+
+
+def _identifier(what: str) -> AfterValidator:
+    return AfterValidator(lambda v: check_identifier(v, what))
+
+
+AppId = Annotated[str, _identifier("app")]
+UserId = Annotated[str, _identifier("user")]
+SessionId = Annotated[str, _identifier("session")]
 
 
 def encodable(value: str, what: str) -> str:
@@ -80,18 +95,16 @@ class UserKey(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    app: str
-    user: str
+    app: AppId
+    user: UserId
 
-    @field_validator("app")
-    @classmethod
-    def _app(cls, v: str) -> str:
-        return _check_identifier(v, "app")
 
-    @field_validator("user")
-    @classmethod
-    def _user(cls, v: str) -> str:
-        return _check_identifier(v, "user")
+class SessionRef(BaseModel):
+    """A session id on its own (validated as :data:`SessionId`)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    session: SessionId
 
 
 class Memory(BaseModel):
@@ -231,11 +244,11 @@ class SearchOptions(BaseModel):
     deduplicate: bool = False
     kind_fallback: bool = True
     hybrid: bool = True
-    # Fusion knobs: None takes the service's default (memcore.search.SearchDefaults, settings ``service.*``).
+    # Fusion knobs: None takes the service's default (memcore.settings.SearchDefaults, settings ``service.*``).
     rrf_k: Annotated[int, Field(ge=1, le=10_000)] | None = None
     dense_weight: Annotated[float, Field(ge=0, le=100)] | None = None
     keyword_weight: Annotated[float, Field(ge=0, le=100)] | None = None
-    keyword_query: Literal["raw", "content"] | None = None
+    keyword_query: KeywordQuery | None = None
     date_boost: bool | None = None
     merge_overlapping: bool | None = None
 

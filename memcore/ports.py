@@ -18,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from memcore.model import Entry, Kind, UserKey
+from memcore.vocabulary import PolicyName
 
 if TYPE_CHECKING:
     from memcore.extraction.events import Event, ExtractionResult
@@ -138,8 +139,27 @@ class Extractor(Protocol):
     ``now`` resolves relative times. Rejected model output is reported in the result, never
     raised; a failed model call raises :class:`memcore.errors.ExtractorError`.
     Implementations: :class:`memcore.extraction.llm.LLMExtractor`,
-    :class:`memcore.extraction.verbatim.VerbatimExtractor`.
+    :class:`memcore.extraction.verbatim.VerbatimExtractor`; a wrapper (a deadline, a stopwatch)
+    derives from :class:`memcore.extraction.wrapper.ExtractorWrapper`, which forwards the
+    capabilities below by construction.
+
+    Capabilities (read by the callers instead of the concrete type):
+
+    - ``default_policy``: the update policy its operations are applied with (verbatim turns:
+      ``append_only``; a model extractor: the policy its prompt was written for);
+    - ``uses_existing``: whether it reads the existing entries (False: the caller skips the
+      existing-entry search unless another stage needs them);
+    - ``max_events``: the most delta events one call should get (None: a whole session at once).
     """
+
+    @property
+    def default_policy(self) -> PolicyName: ...
+
+    @property
+    def uses_existing(self) -> bool: ...
+
+    @property
+    def max_events(self) -> int | None: ...
 
     def extract(
         self, delta: Sequence[Event], existing: Sequence[Entry] = (), *, now: datetime | None = None

@@ -1,7 +1,7 @@
 """One search pass over a user's stores: the dense and BM25 lists, their weighted fusion, the date boost.
 
-:class:`SearchDefaults` holds the service-wide defaults of the fusion knobs (part of
-:class:`memcore.service.ServiceConfig`, so ``MEMCLUSTER_SERVICE__RRF_K=60`` and the like set them);
+:class:`memcore.settings.SearchDefaults` holds the service-wide defaults of the fusion knobs (part of
+:class:`memcore.settings.ServiceConfig`, so ``MEMCLUSTER_SERVICE__RRF_K=60`` and the like set them);
 a :class:`SearchOptions` field left ``None`` takes its default. The defaults are what the LoCoMo
 retrieval benchmark measured best (``bench/results/retrieval.md``; README, "Benchmarks"):
 
@@ -20,41 +20,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Literal
-
-from pydantic import BaseModel, Field
 
 from memcore import fusion
 from memcore.model import Entry, Kind, SearchHit, SearchOptions, UserKey
 from memcore.ports import KeywordIndex, Vectors, VectorStore
 from memcore.query import content_query, query_dates
-
-KeywordQuery = Literal["raw", "content"]
-
-
-class SearchDefaults(BaseModel):
-    """Service-wide defaults of the search knobs (a search option left ``None`` takes these)."""
-
-    candidate_pool: int = Field(default=100, ge=1, le=2000)
-    """Candidates taken from each of the vector and keyword lists before fusion."""
-    rrf_k: int = Field(default=10, ge=1, le=10_000)
-    """k of reciprocal rank fusion (the seeds' plain RRF uses 60)."""
-    dense_weight: float = Field(default=1.0, ge=0, le=100)
-    """Weight of the dense list in the fusion (0: BM25 only, the dense store is not queried)."""
-    keyword_weight: float = Field(default=2.0, ge=0, le=100)
-    """Weight of the BM25 list in the fusion (0: dense only, the keyword index is not queried)."""
-    keyword_query: KeywordQuery = "content"
-    """What BM25 searches: ``raw`` (the query as given) or ``content`` (without stop and question words)."""
-    date_boost: bool = True
-    """A named day or month also searches that period, fused in."""
-    date_boost_before_days: float = Field(default=1.0, ge=0, le=3650)
-    date_boost_after_days: float = Field(default=14.0, ge=0, le=3650)
-    """The boosted period: from the named start minus ``before`` to its end plus ``after`` (people talk
-    about a day or a month afterwards more than before)."""
-    merge_overlapping: bool = True
-    """Merge verbatim windows sharing turns into one hit (no effect on other entries)."""
-    merge_scan: int = Field(default=3, ge=1, le=100)
-    """Hits examined per requested result when merging (10 results: the best 30 hits)."""
+from memcore.settings import SearchDefaults
+from memcore.vocabulary import KeywordQuery
 
 
 @dataclass(frozen=True)

@@ -7,57 +7,20 @@ Writes go to the vector store first (the source of truth), then to the keyword i
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from typing import Any, TypeVar
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import pydantic
-from pydantic import BaseModel
 
 from memcore import backup, fusion, search
-from memcore.errors import ConflictError, MemoryServiceError, NotFoundError, StoreError, ValidationError
+from memcore.errors import ConflictError, NotFoundError, ValidationError
 from memcore.ids import memory_id
 from memcore.model import Entry, Kind, Memory, SearchHit, SearchOptions, UserKey, now_utc
 from memcore.ports import Embedder, KeywordIndex, Vectors, VectorStore
-from memcore.search import Knobs, SearchDefaults
-
-T = TypeVar("T", bound=BaseModel)
-
-
-class ServiceConfig(SearchDefaults):
-    """Behaviour switches of one MemoryService (the search defaults: :class:`memcore.search.SearchDefaults`)."""
-
-    soft_delete: bool = True
-
-
-def validate(model: type[T], data: Any, *, prefix: str = "") -> T:
-    """Validate ``data`` as ``model``; raise :class:`ValidationError` naming the first bad field."""
-    if isinstance(data, model):
-        return data
-    try:
-        return model.model_validate(data)
-    except pydantic.ValidationError as exc:
-        err = exc.errors()[0]
-        loc = ".".join(str(p) for p in err.get("loc", ()))
-        field = f"{prefix}{loc}" if loc else (prefix.rstrip(".") or None)
-        msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
-        raise ValidationError(msg, field=field) from None
-
-
-def make_key(app: str, user: str) -> UserKey:
-    return validate(UserKey, {"app": app, "user": user})
-
-
-@contextmanager
-def store_errors(what: str) -> Iterator[None]:
-    """Turn unexpected backend failures into StoreError (HTTP 503); domain errors pass through."""
-    try:
-        yield
-    except MemoryServiceError:
-        raise
-    except Exception as exc:
-        raise StoreError(f"{what} failed: {type(exc).__name__}: {exc}", field="store") from exc
+from memcore.search import Knobs
+from memcore.settings import ServiceConfig
+from memcore.validation import error_of, make_key, store_errors, validate
 
 
 class MemoryService:
@@ -181,10 +144,7 @@ class MemoryService:
             try:
                 checked.append(backup.check_entry(e))
             except pydantic.ValidationError as exc:
-                err = exc.errors()[0]
-                loc = ".".join(str(p) for p in err.get("loc", ()))
-                msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
-                raise ValidationError(msg, field=f"entries.{i}" + (f".{loc}" if loc else "")) from None
+                raise error_of(exc, prefix=f"entries.{i}.") from None
         with self._write_lock, store_errors("restore"):
             for start in range(0, len(checked), max(1, batch_size)):
                 chunk = checked[start : start + max(1, batch_size)]

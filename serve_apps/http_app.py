@@ -38,8 +38,10 @@ from pydantic import BaseModel
 from actors.backend import unwrap
 from memcore.errors import NotFoundError, StoreError
 from memcore.model import UserKey
-from memcore.service import make_key
-from memcore.tools import ALL_TOOLS, ToolMode, exposed_schemas
+from memcore.settings import ToolMode
+from memcore.tools import exposed_schemas
+from memcore.validation import make_key
+from memcore.vocabulary import ALL_TOOLS
 from serve_apps.http_access import ROUTE_T0, KeyRoute, ScopedRoute, _body_limit, _state, attach
 from serve_apps.http_errors import (
     BodyLimitMiddleware,

@@ -30,7 +30,7 @@ from pydantic import BaseModel, Field
 
 from memcore.backup import encode_line, parse_jsonl
 from memcore.model import Entry
-from memcore.service import make_key
+from memcore.validation import make_key
 from serve_apps.http_access import _state
 from serve_apps.http_app import App, _errors
 

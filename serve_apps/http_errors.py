@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -23,6 +22,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memcore.errors import MemoryServiceError, StoreError
+from memcore.validation import first_error
 
 log = logging.getLogger(__name__)
 
@@ -95,13 +95,6 @@ def response_for(exc: BaseException) -> JSONResponse:
     return unexpected_response(exc)
 
 
-def _field(loc: tuple[Any, ...] | list[Any]) -> str:
-    parts = list(loc)
-    if parts and parts[0] in _PARAM_SOURCES:
-        parts = parts[1:]
-    return ".".join(str(p) for p in parts) or "body"
-
-
 def validation_response(exc: RequestValidationError) -> JSONResponse:
     errors = list(exc.errors())
     if not errors:
@@ -112,12 +105,12 @@ def validation_response(exc: RequestValidationError) -> JSONResponse:
         pos = first.get("loc", ("body", None))[-1]
         return error_json(422, "ValidationError", f"malformed JSON: {detail} (at byte {pos})", "body")
     loc = tuple(first.get("loc", ()))
-    msg = str(first.get("msg", "invalid value")).removeprefix("Value error, ")
+    msg, field = first_error(errors, skip=_PARAM_SOURCES)
     if loc == ("body",) and first.get("type") in ("model_attributes_type", "dict_type", "model_type"):
         msg = f"the request body must be a JSON object with Content-Type application/json ({msg})"
     if len(errors) > 1:
         msg = f"{msg} (and {len(errors) - 1} more error{'s' if len(errors) > 2 else ''})"
-    return error_json(422, "ValidationError", msg, _field(loc))
+    return error_json(422, "ValidationError", msg, field or "body")
 
 
 def http_error_response(exc: HTTPException) -> JSONResponse:

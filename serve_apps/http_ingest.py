@@ -26,7 +26,7 @@ from fastapi.responses import JSONResponse
 
 from actors.extraction_queue import job_shard
 from memcore.errors import NotFoundError
-from memcore.service import make_key
+from memcore.validation import make_key
 from serve_apps.http_access import _state
 from serve_apps.http_app import App, User, _call, _errors, _json
 from serve_apps.http_models import IngestRequest, JobModel, RecallRequest, RecallResponse

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from actors.archive import JobStatus
 from memcore.extraction.events import MessageBatch
 from memcore.model import Entry, InjectionMode, Memory, PreloadStrategy, SearchOptions, encodable
-from memcore.tools import ToolMode
+from memcore.settings import ToolMode
 
 MAX_READ_LIMIT = 1000
 DEFAULT_READ_LIMIT = 100

@@ -37,6 +37,8 @@ from memcore.extraction.chat import AfterModel, BeforeModel, ChatClient, RawTool
 from memcore.extraction.events import Event
 from memcore.model import Entry, Kind, Memory, Operation, Source, now_utc, utc
 from memcore.text import jaccard, numbers
+from memcore.validation import first_error
+from memcore.vocabulary import EPISODE_TOOL
 
 MIN_CHARS = 20
 MAX_CHARS = 1200
@@ -125,7 +127,7 @@ class AssistantEpisodeStage:
                     {"role": "system", "content": prompts.EPISODE_SYSTEM.format(now=when.isoformat())},
                     {"role": "user", "content": prompts.episode_prompt(batch, self.names, start + 1)},
                 ]
-                _, got = self.chat.call(messages, [prompts.tool_schema(prompts.EPISODE_TOOL)])
+                _, got = self.chat.call(messages, [prompts.tool_schema(EPISODE_TOOL)])
                 calls.extend(got)
         except MemoryServiceError as exc:
             return EpisodeResult(error=f"{type(exc).__name__}: {exc}", pairs=len(pairs))
@@ -155,7 +157,7 @@ class AssistantEpisodeStage:
         return EpisodeResult(operations=ops, rejected=rejected, pairs=len(pairs))
 
     def _episode(self, call: RawToolCall, pairs: Sequence[Sequence[Event]], seen: Sequence[str]) -> Memory:
-        if call.name != prompts.EPISODE_TOOL:
+        if call.name != EPISODE_TOOL:
             raise ValueError(f"unknown tool {call.name!r}")
         try:
             args: Any = json.loads(call.arguments or "{}")
@@ -188,4 +190,4 @@ class AssistantEpisodeStage:
             return Memory(text=text, topics=topics, kind=Kind.EPISODE, event_time=pair[0].timestamp,
                           source=Source.ASSISTANT, provenance=[e.id for e in pair])
         except pydantic.ValidationError as exc:
-            raise ValueError(f"invalid memory: {exc.errors()[0]['msg']}") from None
+            raise ValueError(f"invalid memory: {first_error(exc.errors())[0]}") from None

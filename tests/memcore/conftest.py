@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from memcore.service import MemoryService, ServiceConfig
+from memcore.service import MemoryService
+from memcore.settings import ServiceConfig
 
 
 class StepClock:

@@ -6,7 +6,7 @@ import pytest
 
 from memcore.errors import ValidationError
 from memcore.model import MAX_TEXT_BYTES, Entry, Kind, Memory, Operation, SearchOptions, UserKey
-from memcore.service import make_key, validate
+from memcore.validation import make_key, validate
 
 
 @pytest.mark.parametrize(

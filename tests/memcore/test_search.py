@@ -11,9 +11,9 @@ from memcore import fusion
 from memcore.extraction.events import Event
 from memcore.extraction.verbatim import VerbatimExtractor
 from memcore.model import SearchOptions, UserKey
-from memcore.search import Knobs, SearchDefaults
-from memcore.service import MemoryService, ServiceConfig
-from memcore.settings import ExtractorSettings, Settings
+from memcore.search import Knobs
+from memcore.service import MemoryService
+from memcore.settings import ExtractorSettings, SearchDefaults, ServiceConfig, Settings
 
 A = UserKey(app="app", user="alice")
 T0 = datetime(2023, 7, 1, 9, 0, tzinfo=UTC)

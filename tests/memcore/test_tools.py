@@ -6,7 +6,7 @@ from memcore import tools
 from memcore.errors import NotFoundError, PermissionDeniedError, ValidationError
 from memcore.model import UserKey
 from memcore.service import MemoryService
-from memcore.tools import ToolMode, ToolPolicy
+from memcore.settings import ToolMode, ToolPolicy
 
 A = UserKey(app="app", user="alice")
 

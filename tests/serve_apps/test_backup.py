@@ -14,8 +14,8 @@ import pytest
 from cluster import cli
 from memcore.errors import ValidationError
 from memcore.model import Entry
-from memcore.service import make_key
 from memcore.settings import HttpSettings, Settings
+from memcore.validation import make_key
 from tests.serve_apps.conftest import AUTH_KEYS, MAX_BODY
 
 

@@ -36,7 +36,7 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memcore.tools import ALL_TOOLS
+from memcore.vocabulary import ALL_TOOLS
 from serve_apps.http_app import create_app
 from tests.serve_apps.conftest import AUTH_KEYS, Served
 

@@ -1,0 +1,59 @@
+"""The domain's names, declared once: memory tools, the operations they propose, update policies,
+verbatim granularities and the default speaker names. Everything else imports them from here
+(the agent tools, the extractor's prompts, the settings, the shard, the CLI's choices).
+
+Also the one OpenAI function-calling schema builder (:func:`function_schema`) that the agent
+tools (:mod:`memcore.tools`) and the extractor's tools (:mod:`memcore.extraction.prompts`) share.
+This module imports nothing of the project: it is a leaf.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+# ------------------------------------------------------------------ tools
+ADD, UPDATE, SEARCH, LOAD, DELETE, CLEAR = (
+    "memory_add", "memory_update", "memory_search", "memory_load", "memory_delete", "memory_clear",
+)
+ALL_TOOLS: tuple[str, ...] = (ADD, UPDATE, SEARCH, LOAD, DELETE, CLEAR)
+"""The six memory tools, in the order they are listed to an agent."""
+EXTRACTION_TOOLS: tuple[str, ...] = (ADD, UPDATE, DELETE, CLEAR)
+"""The tools an extractor may call: each proposes one operation (:data:`TOOL_OPERATIONS`)."""
+EPISODE_TOOL = "assistant_episode"
+"""The one tool of the assistant-episode stage."""
+
+OperationType = Literal["add", "update", "delete", "clear"]
+TOOL_OPERATIONS: Mapping[str, OperationType] = {ADD: "add", UPDATE: "update", DELETE: "delete", CLEAR: "clear"}
+"""Extraction tool → the operation type it proposes (and the operation a tool switch enables)."""
+
+
+def enabled_operations(tools: Sequence[str] | set[str] | frozenset[str]) -> frozenset[str]:
+    """The operation types the enabled ``tools`` allow (tools that propose no operation are ignored)."""
+    return frozenset(TOOL_OPERATIONS[t] for t in tools if t in TOOL_OPERATIONS)
+
+
+def function_schema(name: str, description: str, properties: Mapping[str, Any],
+                    required: Sequence[str]) -> dict[str, Any]:
+    """An OpenAI function-calling tool schema (no extra arguments allowed)."""
+    return {"type": "function", "function": {"name": name, "description": description, "parameters": {
+        "type": "object", "properties": dict(properties), "required": list(required),
+        "additionalProperties": False}}}
+
+
+# ------------------------------------------------------------------ policies
+PolicyName = Literal["merge_similar", "append_only", "preserve_history"]
+POLICIES: tuple[PolicyName, ...] = ("merge_similar", "append_only", "preserve_history")
+DEFAULT_POLICY: PolicyName = "merge_similar"
+
+# ------------------------------------------------------------------ search
+KeywordQuery = Literal["raw", "content"]
+"""What BM25 searches: the query as given, or its content words (no stop or question words)."""
+
+# ------------------------------------------------------------------ verbatim extraction
+Granularity = Literal["turn", "round", "session", "window"]
+GRANULARITIES: tuple[Granularity, ...] = ("turn", "round", "session", "window")
+
+# ------------------------------------------------------------------ speakers
+DEFAULT_NAMES: Mapping[str, str] = {"user": "User", "assistant": "Assistant"}
+"""How a role is named in an entry's text and in the extractor's prompt unless names are given."""
