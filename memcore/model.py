@@ -80,10 +80,14 @@ def encodable(value: str, what: str) -> str:
 
 
 def utc(value: datetime) -> datetime:
-    """Naive datetimes are UTC; aware ones are converted to UTC."""
+    """Naive datetimes are UTC; aware ones are converted to UTC. A value that leaves the calendar's
+    range once converted (``0001-01-01T00:00:00+01:00``) raises ValueError (bad input, a 422)."""
     if value.tzinfo is None:
         return value.replace(tzinfo=UTC)
-    return value.astimezone(UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise ValueError("date-time is out of range once converted to UTC") from None
 
 
 def now_utc() -> datetime:
@@ -107,8 +111,60 @@ class SessionRef(BaseModel):
     session: SessionId
 
 
+def check_text(v: str) -> str:
+    v = v.strip()
+    if not v:
+        raise ValueError("memory text must not be empty")
+    if len(v.encode("utf-8")) > MAX_TEXT_BYTES:
+        raise ValueError(f"memory text is longer than {MAX_TEXT_BYTES} bytes")
+    return v
+
+
+def _names(v: list[str], what: str, max_chars: int, max_count: int) -> list[str]:
+    out: list[str] = []
+    for t in v:
+        t = encodable(t, what).strip()
+        if not t:
+            continue
+        if len(t) > max_chars:
+            raise ValueError(f"{what} longer than {max_chars} characters")
+        if t not in out:
+            out.append(t)
+    if len(out) > max_count:
+        raise ValueError(f"more than {max_count} {what}s")
+    return out
+
+
+def check_topics(v: list[str]) -> list[str]:
+    return _names(v, "topic", MAX_TOPIC_CHARS, MAX_TOPICS)
+
+
+def check_participants(v: list[str]) -> list[str]:
+    return _names(v, "participant", MAX_NAME_CHARS, MAX_PARTICIPANTS)
+
+
+def check_location(v: str | None) -> str | None:
+    if v is None:
+        return None
+    v = encodable(v, "location").strip()
+    if len(v) > MAX_LOCATION_CHARS:
+        raise ValueError(f"location longer than {MAX_LOCATION_CHARS} characters")
+    return v or None
+
+
+def check_provenance(v: list[str]) -> list[str]:
+    if len(v) > MAX_PROVENANCE:
+        raise ValueError(f"more than {MAX_PROVENANCE} provenance ids")
+    for p in v:
+        encodable(p, "provenance id")
+    return v
+
+
 class Memory(BaseModel):
-    """What a caller (tool, API or extractor) says about a memory: everything but ids and times."""
+    """What a caller (tool, API or extractor) says about a memory: everything but ids and times.
+
+    ``model_fields_set`` tells what the caller actually gave: an update changes only those fields
+    (:meth:`memcore.service.MemoryService.update`)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -124,54 +180,22 @@ class Memory(BaseModel):
     @field_validator("text")
     @classmethod
     def _text(cls, v: str) -> str:
-        v = v.strip()
-        if not v:
-            raise ValueError("memory text must not be empty")
-        if len(v.encode("utf-8")) > MAX_TEXT_BYTES:
-            raise ValueError(f"memory text is longer than {MAX_TEXT_BYTES} bytes")
-        return v
+        return check_text(v)
 
     @field_validator("topics")
     @classmethod
     def _topics(cls, v: list[str]) -> list[str]:
-        out: list[str] = []
-        for t in v:
-            t = encodable(t, "topic").strip()
-            if not t:
-                continue
-            if len(t) > MAX_TOPIC_CHARS:
-                raise ValueError(f"topic longer than {MAX_TOPIC_CHARS} characters")
-            if t not in out:
-                out.append(t)
-        if len(out) > MAX_TOPICS:
-            raise ValueError(f"more than {MAX_TOPICS} topics")
-        return out
+        return check_topics(v)
 
     @field_validator("participants")
     @classmethod
     def _participants(cls, v: list[str]) -> list[str]:
-        out: list[str] = []
-        for p in v:
-            p = encodable(p, "participant").strip()
-            if not p:
-                continue
-            if len(p) > MAX_NAME_CHARS:
-                raise ValueError(f"participant longer than {MAX_NAME_CHARS} characters")
-            if p not in out:
-                out.append(p)
-        if len(out) > MAX_PARTICIPANTS:
-            raise ValueError(f"more than {MAX_PARTICIPANTS} participants")
-        return out
+        return check_participants(v)
 
     @field_validator("location")
     @classmethod
     def _location(cls, v: str | None) -> str | None:
-        if v is None:
-            return None
-        v = encodable(v, "location").strip()
-        if len(v) > MAX_LOCATION_CHARS:
-            raise ValueError(f"location longer than {MAX_LOCATION_CHARS} characters")
-        return v or None
+        return check_location(v)
 
     @field_validator("event_time")
     @classmethod
@@ -181,11 +205,72 @@ class Memory(BaseModel):
     @field_validator("provenance")
     @classmethod
     def _provenance(cls, v: list[str]) -> list[str]:
-        if len(v) > MAX_PROVENANCE:
-            raise ValueError(f"more than {MAX_PROVENANCE} provenance ids")
-        for p in v:
-            encodable(p, "provenance id")
-        return v
+        return check_provenance(v)
+
+
+PATCH_FIELDS: tuple[str, ...] = ("text", "topics", "kind", "event_time", "participants", "location")
+"""What an update may change; every other field of the entry is kept (provenance grows)."""
+
+
+class MemoryPatch(BaseModel):
+    """An update: only the fields given change (text, topics, kind, event time, participants,
+    location); at least one is required. ``null`` clears ``event_time`` or ``location``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text: str | None = None
+    topics: list[str] | None = None
+    kind: Kind | None = None
+    event_time: datetime | None = None
+    participants: list[str] | None = None
+    location: str | None = None
+    provenance: list[str] = Field(default_factory=list)
+
+    @field_validator("text")
+    @classmethod
+    def _text(cls, v: str | None) -> str | None:
+        if v is None:
+            raise ValueError("memory text must not be null (leave it out to keep it)")
+        return check_text(v)
+
+    @field_validator("topics", "participants")
+    @classmethod
+    def _lists(cls, v: list[str] | None, info: Any) -> list[str] | None:
+        if v is None:
+            return None
+        return check_topics(v) if info.field_name == "topics" else check_participants(v)
+
+    @field_validator("location")
+    @classmethod
+    def _location(cls, v: str | None) -> str | None:
+        return check_location(v)
+
+    @field_validator("event_time")
+    @classmethod
+    def _event_time(cls, v: datetime | None) -> datetime | None:
+        return utc(v) if v is not None else None
+
+    @field_validator("provenance")
+    @classmethod
+    def _provenance(cls, v: list[str]) -> list[str]:
+        return check_provenance(v)
+
+    @model_validator(mode="after")
+    def _something(self) -> MemoryPatch:
+        if not (self.model_fields_set & set(PATCH_FIELDS)):
+            raise ValueError(f"nothing to update: give at least one of {', '.join(PATCH_FIELDS)}")
+        return self
+
+    def changes(self) -> dict[str, Any]:
+        """The fields the caller gave (``None`` lists are left out: they mean "keep")."""
+        out = {f: getattr(self, f) for f in PATCH_FIELDS if f in self.model_fields_set}
+        return {f: v for f, v in out.items() if not (v is None and f in ("topics", "participants", "kind"))}
+
+    @classmethod
+    def of(cls, memory: Memory) -> MemoryPatch:
+        """The fields a :class:`Memory` was given, as a patch (the extractor's and policies' updates)."""
+        given = memory.model_fields_set & set(PATCH_FIELDS) | {"text"}
+        return cls.model_validate({f: getattr(memory, f) for f in given} | {"provenance": memory.provenance})
 
 
 class Entry(Memory):

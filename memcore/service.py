@@ -16,7 +16,7 @@ import pydantic
 from memcore import backup, fusion, search
 from memcore.errors import ConflictError, NotFoundError, ValidationError
 from memcore.ids import memory_id
-from memcore.model import Entry, Kind, Memory, SearchHit, SearchOptions, UserKey, now_utc
+from memcore.model import Entry, Kind, Memory, MemoryPatch, SearchHit, SearchOptions, UserKey, now_utc
 from memcore.ports import Embedder, KeywordIndex, Vectors, VectorStore
 from memcore.search import Knobs
 from memcore.settings import ServiceConfig
@@ -87,11 +87,16 @@ class MemoryService:
             self.keywords.upsert(entries)
             return [by_id[mid] for mid in ids]
 
-    def update(self, key: UserKey, entry_id: str, memory: Memory | dict[str, Any]) -> Entry:
-        """Update following seed 001's five states; returns the entry under its effective id."""
-        mem = validate(Memory, memory)
+    def update(self, key: UserKey, entry_id: str, memory: MemoryPatch | Memory | dict[str, Any]) -> Entry:
+        """Update following seed 001's five states; returns the entry under its effective id.
+
+        Only the fields the caller gave change (a :class:`MemoryPatch`, a dict of some fields, or the
+        fields a :class:`Memory` was given); the rest of the entry is kept. A change of content
+        rotates the id and carries everything else over; a topics-only change keeps the id."""
+        patch = MemoryPatch.of(memory) if isinstance(memory, Memory) else validate(MemoryPatch, memory)
         with self._write_lock, store_errors("update"):
             src = self._active(key, entry_id)
+            mem = Memory.model_validate({**_memory_of(src), **patch.changes(), "provenance": patch.provenance})
             now = self._clock()
             new_id = memory_id(key, mem)
             if new_id == src.id:
@@ -238,6 +243,11 @@ class MemoryService:
 
 def _new_entry(key: UserKey, entry_id: str, mem: Memory, now: Any, *, created_at: Any) -> Entry:
     return Entry(id=entry_id, app=key.app, user=key.user, created_at=created_at, updated_at=now, **mem.model_dump())
+
+
+def _memory_of(entry: Entry) -> dict[str, Any]:
+    """The caller-settable fields of a stored entry (provenance excepted)."""
+    return {f: getattr(entry, f) for f in Memory.model_fields if f != "provenance"}
 
 
 def _apply(prev: Entry, mem: Memory, now: Any, *, provenance: list[str]) -> Entry:

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
+from functools import cache
 from typing import Any, Protocol
 
+import jsonschema
+
 from memcore.errors import PermissionDeniedError, ValidationError
-from memcore.model import Entry, Kind, Memory, SearchHit, SearchOptions, UserKey
+from memcore.model import Entry, Kind, Memory, MemoryPatch, SearchHit, SearchOptions, UserKey
 from memcore.settings import ToolMode, ToolPolicy
 from memcore.validation import validate
 from memcore.vocabulary import ADD, ALL_TOOLS, CLEAR, DELETE, LOAD, SEARCH, UPDATE, function_schema
@@ -30,8 +33,9 @@ _ID = {"memory_id": {"type": "string", "description": "The id of an existing mem
 SCHEMAS: dict[str, dict[str, Any]] = {
     ADD: {"description": "Save a new long-term memory about the user.",
           "properties": _MEMORY_PROPS, "required": ["memory"]},
-    UPDATE: {"description": "Replace the content of an existing memory.",
-             "properties": {**_ID, **_MEMORY_PROPS}, "required": ["memory_id", "memory"]},
+    UPDATE: {"description": "Change an existing memory: the fields given replace the stored ones, the others "
+                            "are kept.",
+             "properties": {**_ID, **_MEMORY_PROPS}, "required": ["memory_id"]},
     SEARCH: {"description": "Search long-term memories. Use separate searches for multi-part questions "
                             "and check participants before relying on a result.",
              "properties": {"query": {"type": "string"},
@@ -56,9 +60,32 @@ def exposed_schemas(policy: ToolPolicy, mode: ToolMode) -> list[dict[str, Any]]:
     return [openai_schema(n) for n in policy.exposed_tools(mode)]
 
 
+@cache
+def _validator(name: str) -> jsonschema.protocols.Validator:
+    schema = openai_schema(name)["function"]["parameters"]
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    return cls(schema)  # type: ignore[no-any-return]
+
+
+def check_arguments(name: str, arguments: Mapping[str, Any]) -> None:
+    """Validate a tool call against the tool's own JSON schema (what the agent was shown); the first
+    error raises :class:`ValidationError` naming ``arguments.<path>``."""
+    errors = sorted(_validator(name).iter_errors(dict(arguments)), key=lambda e: list(e.path))
+    if not errors:
+        return
+    err = errors[0]
+    path = ".".join(str(p) for p in err.path)
+    if err.validator == "additionalProperties":
+        raise ValidationError(f"unknown argument(s): {err.message}", field="arguments")
+    if err.validator == "required":
+        missing = err.message.split("'")[1] if "'" in err.message else ""
+        raise ValidationError(f"{missing or 'an argument'} is required", field=f"arguments.{missing}".rstrip("."))
+    raise ValidationError(err.message, field=f"arguments.{path}" if path else "arguments")
+
+
 class ToolBackend(Protocol):
     def add(self, key: UserKey, memory: Memory) -> Entry: ...
-    def update(self, key: UserKey, entry_id: str, memory: Memory) -> Entry: ...
+    def update(self, key: UserKey, entry_id: str, memory: MemoryPatch) -> Entry: ...
     def delete(self, key: UserKey, entry_id: str) -> None: ...
     def clear(self, key: UserKey) -> int: ...
     def read(self, key: UserKey, limit: int | None = None) -> list[Entry]: ...
@@ -79,6 +106,24 @@ def memory_from_args(args: Mapping[str, Any]) -> Memory:
             exc.field = exc.field.replace("arguments.text", "arguments.memory").replace("arguments.kind",
                                                                                        "arguments.memory_kind")
         raise
+
+
+def patch_from_args(args: Mapping[str, Any]) -> MemoryPatch:
+    """Map ``memory_update`` arguments onto a patch: only the arguments given change the memory."""
+    data = {dst: args[src] for src, dst in _ARG_FIELDS if src in args}
+    try:
+        return validate(MemoryPatch, data, prefix="arguments.")
+    except ValidationError as exc:
+        if exc.field:
+            for dst, src in ((d, s) for s, d in _ARG_FIELDS):
+                exc.field = exc.field.replace(f"arguments.{dst}", f"arguments.{src}")
+        if exc.field == "arguments" and "nothing to update" in exc.message:
+            exc.message = "nothing to update: give memory, topics, memory_kind, event_time, participants or location"
+        raise
+
+
+_ARG_FIELDS = (("memory", "text"), ("topics", "topics"), ("memory_kind", "kind"), ("event_time", "event_time"),
+               ("participants", "participants"), ("location", "location"))
 
 
 def search_options_from_args(args: Mapping[str, Any]) -> SearchOptions:
@@ -114,15 +159,13 @@ def execute(
         raise PermissionDeniedError(f"tool {name} is disabled for this app", field="name")
     if not isinstance(arguments, Mapping):
         raise ValidationError("arguments must be an object", field="arguments")
-    unknown = set(arguments) - set(SCHEMAS[name]["properties"])
-    if unknown:
-        raise ValidationError(f"unknown argument(s) {sorted(unknown)}", field="arguments")
+    check_arguments(name, arguments)
     if name == ADD:
         e = backend.add(key, memory_from_args(arguments))
         return {"status": "ok", "memory_id": e.id, "memory": e.text}
     if name == UPDATE:
         mid = _require_id(arguments)
-        e = backend.update(key, mid, memory_from_args(arguments))
+        e = backend.update(key, mid, patch_from_args(arguments))
         return {"status": "ok", "memory_id": e.id, "previous_id": mid, "memory": e.text}
     if name == SEARCH:
         opts = search_options_from_args(arguments)

@@ -56,6 +56,7 @@ from serve_apps.http_models import (
     ErrorBody,
     Health,
     MemoryRequest,
+    MemoryUpdateRequest,
     PreloadRequest,
     PreloadResponse,
     Ready,
@@ -170,11 +171,13 @@ def _memory_routes(router: APIRouter) -> None:
     @router.patch("/memories/{memory_id}", response_model=EntryModel, responses=_errors(404, 409),
                   summary="Update a memory", tags=["memories"])
     async def update_memory(request: Request, app: App, user: User, memory_id: MemoryId,
-                            memory: MemoryRequest) -> Response:
-        """Replace a memory's content. When the content changes its id, the entry is returned under its new
-        id and the old one is retired; 409 if the new id is already active."""
+                            memory: MemoryUpdateRequest) -> Response:
+        """Change the fields given (text, topics, kind, event_time, participants, location); the rest is
+        kept. A topics-only change keeps the id; a change of content returns the entry under its new id and
+        retires the old one (409 if the new id is already active)."""
         key = make_key(app, user)
-        entry, seq = await _call(request, key, "update", memory_id, memory.model_dump(mode="json"))
+        entry, seq = await _call(request, key, "update", memory_id,
+                                 memory.model_dump(mode="json", include=memory.model_fields_set))
         return JSONResponse(_json(entry), headers=_seq_headers(seq))
 
     @router.delete("/memories/{memory_id}", status_code=204, response_class=Response, responses=_errors(404),

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from actors.archive import JobStatus
 from memcore.extraction.events import MessageBatch
-from memcore.model import Entry, InjectionMode, Memory, PreloadStrategy, SearchOptions, encodable
+from memcore.model import Entry, InjectionMode, Memory, MemoryPatch, PreloadStrategy, SearchOptions, encodable
 from memcore.settings import ToolMode
 
 MAX_READ_LIMIT = 1000
@@ -85,6 +85,16 @@ class MemoryRequest(Memory):
             {"text": "Alice moved to Lisbon in March 2024.", "topics": ["home"], "kind": "episode",
              "event_time": "2024-03-01T00:00:00Z", "participants": ["Alice"], "location": "Lisbon"},
         ),
+    )
+
+
+class MemoryUpdateRequest(MemoryPatch):
+    """What to change: any of text, topics, kind, event_time, participants, location (at least one).
+    Fields left out keep their stored value; a changed text or episodic field rotates the id."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra=_describe(_MEMORY_DOCS, {"topics": ["home", "moves"]}),
     )
 
 
