@@ -56,7 +56,7 @@ from memcore.extraction.wrapper import ExtractorWrapper
 from memcore.model import Entry, Operation, UserKey, now_utc
 from memcore.ports import Extractor
 from memcore.service import MemoryService
-from memcore.settings import Settings, ToolMode
+from memcore.settings import Settings
 from memcore.validation import check_session, store_errors
 from memcore.vocabulary import enabled_operations
 
@@ -187,7 +187,8 @@ class ExtractionJobs:
         self.extractor: Extractor = extractor if extractor is not None else build_extractor(cfg)
         self.episodes = episodes if episodes is not None else build_episode_stage(cfg, self.extractor)
         self.policy = self.extractor.default_policy
-        self.enabled = enabled_operations(settings.tools.enabled_tools(ToolMode.AUTO))
+        self.verbatim: Extractor = build_extractor(cfg.model_copy(update={"base_url": None}))
+        """For apps whose policy says ``extractor: verbatim`` (their turns never reach a model)."""
         self.checker = checkers.from_settings(cfg)
         self.capacity = cfg.queue_size
         self.timeout_s = cfg.job_timeout_s
@@ -237,6 +238,12 @@ class ExtractionJobs:
         session = check_session(session)
         messages = parse_messages(events)
         skew = timedelta(seconds=self.settings.extractor.clock_skew_s)
+        switch = self.settings.policy(key.app).memory
+        if switch == "off":  # nothing is stored, not even the job
+            now = now_utc()
+            return JobRecord(job_id=new_job_id(self.shard), status="skipped", app=key.app, user=key.user,
+                             session=session, created_at=now, finished_at=now,
+                             reason=f"memory is off for app {key.app!r}: nothing was stored")
         with self._lock, store_errors("the event archive"):
             parsed = identify(messages, self.archive.arrived(key, session), now=now_utc(), max_skew=skew)
             self.archive.append(key, session, parsed)
@@ -259,7 +266,9 @@ class ExtractionJobs:
         job = JobRecord(job_id=new_job_id(self.shard), status="queued", app=key.app, user=key.user,
                         session=session, created_at=now, cursor=cursor, counts=counts)
         reason: str | None = None
-        if not todo:
+        if self.settings.policy(key.app).memory == "archive_only":
+            reason = f"memory is archive_only for app {key.app!r}: the turns are archived, not extracted"
+        elif not todo:
             reason = "no new user/assistant text after the cursor"
         elif self.settings.extractor.skip_external_context and self.archive.has_external_context(key, session):
             reason = "the session carries external context (extractor.skip_external_context)"
@@ -317,12 +326,15 @@ class ExtractionJobs:
                 held.append(True)
 
         deadline = _Deadline(self.timeout_s)
+        app = self.settings.policy(key.app)
+        verbatim = app.extractor == "verbatim"
+        extractor, episodes = (self.verbatim, None) if verbatim else (self.extractor, self.episodes)
         try:
             report = run_extraction(
                 cast(MemoryService, _TurnService(lambda: self.service, acquire)), key, todo,
-                _TimedExtractor(self.extractor, deadline), policy=self.policy,
-                episodes=_TimedEpisodes(self.episodes, deadline) if self.episodes is not None else None,
-                enabled=self.enabled, now=cursor_of(todo),
+                _TimedExtractor(extractor, deadline), policy=extractor.default_policy if verbatim else self.policy,
+                episodes=_TimedEpisodes(episodes, deadline) if episodes is not None else None,
+                enabled=enabled_operations(app.enabled_tools()), now=cursor_of(todo),
             )
         except MemoryServiceError as exc:
             reason = str(exc) if isinstance(exc, JobTimeout) else f"{type(exc).__name__}: {exc}"

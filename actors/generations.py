@@ -46,7 +46,7 @@ from memcore.ids import shard_of
 from memcore.model import Entry, UserKey, now_utc
 from memcore.ports import Extractor, Vectors
 from memcore.service import MemoryService
-from memcore.settings import ExtractorSettings, Settings, ToolMode
+from memcore.settings import ExtractorSettings, Settings
 from memcore.vocabulary import enabled_operations
 
 CATCH_UP_MARGIN = timedelta(seconds=2)
@@ -122,10 +122,13 @@ class Generations:
         staging = self._staging(generation)
         if key not in staging.chosen:
             raise ValidationError(f"{key.app}/{key.user} is not part of generation {generation}", field="user")
+        if self.settings.policy(key.app).memory != "on":  # archive_only / off: nothing is extracted, ever
+            return {"app": key.app, "user": key.user, "sessions": 0, "events": 0, "operations": 0, "applied": 0,
+                    "skipped": 0, "failed": 0, "rejected": 0}
         cfg = ExtractorSettings.model_validate(extractor)
         ex = self._extractor(cfg)
         policy = ex.default_policy
-        enabled = enabled_operations(self.settings.tools.enabled_tools(ToolMode.AUTO))
+        enabled = enabled_operations(self.settings.policy(key.app).enabled_tools())
         counts = {"sessions": 0, "events": 0, "operations": 0, "applied": 0, "skipped": 0, "failed": 0,
                   "rejected": 0}
         covered: set[str] = set()

@@ -36,7 +36,7 @@ from actors.generations import Generations
 from actors.maintenance import Maintenance
 from actors.queues import Ticket, UserQueues
 from memcore import factory, preload, tools
-from memcore.errors import ValidationError
+from memcore.errors import NotFoundError, PermissionDeniedError, ValidationError
 from memcore.extraction.events import cursor_of, parse_events
 from memcore.ids import memory_id, shard_of
 from memcore.model import Entry, InjectionMode, Memory, PreloadResult, SearchHit, SearchOptions, UserKey
@@ -177,10 +177,20 @@ class ShardCore:
         with self._writing(key) as seq:
             return Ack(seq=seq, value=fn())
 
+    def _memory_on(self, key: UserKey) -> bool:
+        return self.settings.policy(key.app).memory != "off"
+
+    def _writable(self, key: UserKey) -> None:
+        """Writes of an app whose memory is off are refused (deletes and erasure always work)."""
+        if not self._memory_on(key):
+            raise PermissionDeniedError(f"memory is off for app {key.app!r} (memory.apps setting)", field="app")
+
     def add(self, key: UserKey, memory: dict[str, Any]) -> Ack:
+        self._writable(key)
         return self._write(key, lambda: self.service.add(key, memory))
 
     def add_many(self, key: UserKey, memories: list[dict[str, Any]], vectors: Vectors | None = None) -> Ack:
+        self._writable(key)
         return self._write(key, lambda: self.service.add_many(key, memories, vectors=vectors))
 
     def backfill(
@@ -221,6 +231,7 @@ class ShardCore:
         return self._write(key, run)
 
     def update(self, key: UserKey, entry_id: str, memory: dict[str, Any]) -> Ack:
+        self._writable(key)
         return self._write(key, lambda: self.service.update(key, entry_id, memory))
 
     def delete(self, key: UserKey, entry_id: str, hard: bool | None = None) -> Ack:
@@ -229,11 +240,17 @@ class ShardCore:
     def clear(self, key: UserKey, hard: bool | None = None) -> Ack:
         return self._write(key, lambda: self.service.clear(key, hard=hard))
 
-    def tool(self, key: UserKey, name: str, arguments: dict[str, Any], mode: ToolMode) -> Any:
-        enabled = sorted(self.settings.tools.enabled_tools(mode))
+    def tool(self, key: UserKey, name: str, arguments: dict[str, Any], mode: ToolMode | str | None = None) -> Any:
+        """Run an agent's tool call under the app's policy: only the tools exposed in the app's mode run
+        (others are 403, whatever ``mode`` the caller names; a ``mode`` other than the app's is 403)."""
+        policy = self.settings.policy(key.app)
+        if mode is not None and str(mode) != policy.tool_mode.value:
+            raise PermissionDeniedError(f"app {key.app!r} runs tools in {policy.tool_mode.value} mode (a deployment "
+                                        f"setting), not {mode}", field="mode")
+        exposed = policy.exposed_tools()
         if name in (tools.SEARCH, tools.LOAD):
-            return tools.execute(self.service, key, name, arguments, enabled=enabled)
-        return self._write(key, lambda: tools.execute(self.service, key, name, arguments, enabled=enabled))
+            return tools.execute(self.service, key, name, arguments, enabled=exposed)
+        return self._write(key, lambda: tools.execute(self.service, key, name, arguments, enabled=exposed))
 
     # --------------------------------------------------------------- backups
     def restore(self, key: UserKey, entries: list[Any]) -> Ack:
@@ -267,15 +284,22 @@ class ShardCore:
         """Archived turns of ``key``'s sessions other than ``session``, best BM25 match first."""
         if not 1 <= max_results <= MAX_RECALL_RESULTS:
             raise ValidationError(f"max_results must be 1..{MAX_RECALL_RESULTS}", field="max_results")
+        if not self._memory_on(key):
+            return []
         return self.archive.search(key, query, exclude_session=session, limit=max_results)
 
     # ---------------------------------------------------------------- reads
     def get(self, key: UserKey, entry_id: str) -> Entry:
+        if not self._memory_on(key):
+            raise NotFoundError(f"memory {entry_id!r} not found (memory is off for app {key.app!r})",
+                                field="memory_id")
         entry = self.service.get(key, entry_id)
         self.maintenance.touch(key, [entry])
         return entry
 
     def read(self, key: UserKey, limit: int | None = None) -> list[Entry]:
+        if not self._memory_on(key):
+            return []
         entries = self.service.read(key, limit)
         self.maintenance.touch(key, entries)
         return entries
@@ -283,6 +307,9 @@ class ShardCore:
     def search(
         self, key: UserKey, options: SearchOptions | dict[str, Any], query_vector: Vectors | None = None
     ) -> list[SearchHit]:
+        if not self._memory_on(key):
+            validate(SearchOptions, options)
+            return []
         hits = self.service.search(key, options, query_vector=query_vector)
         self.maintenance.touch(key, [h.entry for h in hits])
         return hits
@@ -297,7 +324,8 @@ class ShardCore:
     def preload(
         self, key: UserKey, budget: int, message: str, mode: InjectionMode, playbook: str | None
     ) -> PreloadResult:
-        result = preload.preload(self.service, key, budget, message, mode=mode, playbook=playbook)
+        on = self._memory_on(key)
+        result = preload.preload(self.service, key, budget if on else 0, message, mode=mode, playbook=playbook)
         self.maintenance.touch(key, result.entries)
         return result
 

@@ -5,8 +5,8 @@ into the system prompt (or, with ``--inject user``, as a user-side message befor
 question), (2) offers the service's exposed memory tools to the model, (3) executes the
 model's tool calls through ``POST .../tools/{name}`` and loops until the model answers, and
 (4) sends the session's messages, as it holds them, to the service's ingest route: auto memory
-extracts what is worth keeping in the background (with ``--tool-mode auto`` the model gets no
-write tools at all, and this is how memories form). Commands: ``/memory`` waits for the
+extracts what is worth keeping in the background (in an app whose tool mode is ``auto`` the model
+gets no write tools at all, and this is how memories form; the service decides the mode). Commands: ``/memory`` waits for the
 session's extraction job and lists the user's memories, ``/new`` starts a new session (the
 conversation resets, the memories stay), ``/exit`` ends.
 
@@ -49,7 +49,8 @@ class AgentConfig:
     model: str = "gpt-4o-mini"
     budget: int = 10
     inject: str = "system"  # system | user
-    tool_mode: str = "agentic"  # agentic | auto
+    tool_mode: str | None = None
+    """agentic | auto; None: the app's mode, as the service's deployment set it (naming another is a 403)."""
     system_prompt: str = SYSTEM_PROMPT
     max_tool_rounds: int = 8
     ingest: bool = True
@@ -250,7 +251,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--session", default="", help="session id (default: generated)")
     p.add_argument("--budget", type=int, default=10, help="preload budget: 0 off, -1 all, N newest/relevant")
     p.add_argument("--inject", choices=["system", "user"], default="system", help="where preloaded memories go")
-    p.add_argument("--tool-mode", choices=["agentic", "auto"], default="agentic", help="which tools are offered")
+    p.add_argument("--tool-mode", choices=["agentic", "auto"], default=None,
+                   help="expect this tool mode (default: the app's, set by the service's deployment)")
     p.add_argument("--no-ingest", action="store_true", help="do not send sessions for extraction (auto memory)")
     p.add_argument("--model", default=os.environ.get("OPENAI_MODEL", "gpt-4o-mini"))
     return p.parse_args(argv)

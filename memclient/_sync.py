@@ -110,14 +110,16 @@ class MemoryClient:
         return self._send(P.preload(app, user, budget, message, mode, playbook))
 
     # ------------------------------------------------------------------ tools
-    def tools(self, app: str, mode: str = "agentic") -> list[dict[str, Any]]:
-        """The exposed memory tools as OpenAI function-calling schemas."""
+    def tools(self, app: str, mode: str | None = None) -> list[dict[str, Any]]:
+        """The memory tools the app exposes to agents (in the mode its deployment set), as OpenAI
+        function-calling schemas; naming another ``mode`` is an :class:`AuthError` (403)."""
         return self._send(P.tools(app, mode))
 
     def call_tool(
-        self, app: str, user: str, name: str, arguments: Mapping[str, Any], mode: str = "agentic"
+        self, app: str, user: str, name: str, arguments: Mapping[str, Any], mode: str | None = None
     ) -> dict[str, Any]:
-        """Execute one tool call; returns the tool's JSON result (:class:`AuthError` if disabled)."""
+        """Execute one tool call; returns the tool's JSON result (:class:`AuthError` if the app does not
+        expose the tool to agents)."""
         return self._send(P.call_tool(app, user, name, arguments, mode))
 
     # ------------------------------------------------------------------ auto memory

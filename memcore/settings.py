@@ -223,6 +223,62 @@ class TTLSettings(BaseModel):
         return self.apps.get(app)
 
 
+MemorySwitch = Literal["on", "archive_only", "off"]
+ExtractorChoice = Literal["configured", "verbatim"]
+
+
+class AppPolicy(BaseModel):
+    """What one app may do with memory, decided by the deployment (never by the caller).
+
+    - ``memory``: ``on``; ``archive_only`` (ingest archives the turns for recall, nothing is
+      extracted); ``off`` (ingest answers ``skipped`` and stores nothing, reads answer empty, writes
+      are refused; erasure still works).
+    - ``extractor``: ``configured`` (the ``extractor`` section: the LLM when a model is configured,
+      else verbatim) or ``verbatim`` (this app never sends its users' turns to a model).
+    - ``tool_mode``: ``agentic`` or ``auto``; unset: ``auto`` when this app's extractor is an LLM,
+      else ``agentic`` (seeds 000/001).
+    - ``tools``: the enabled/exposed switches (default: the top-level ``tools`` section). Agents see
+      and run the exposed tools of the mode only; the extractor uses the enabled ones.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    memory: MemorySwitch = "on"
+    extractor: ExtractorChoice = "configured"
+    tool_mode: ToolMode | None = None
+    tools: ToolPolicy | None = None
+
+
+class MemoryPolicies(BaseModel):
+    """``default`` applies to every app; ``apps`` overrides it per app, field by field."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    default: AppPolicy = Field(default_factory=AppPolicy)
+    apps: dict[str, AppPolicy] = Field(default_factory=dict)
+
+
+class ResolvedPolicy(BaseModel):
+    """One app's policy with every choice made (:meth:`Settings.policy`)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    app: str
+    memory: MemorySwitch
+    extractor: ExtractorChoice
+    uses_model: bool
+    tool_mode: ToolMode
+    tools: ToolPolicy
+
+    def enabled_tools(self) -> set[str]:
+        """What the extractor may use (the auto mode's enabled set) — in auto mode."""
+        return self.tools.enabled_tools(ToolMode.AUTO)
+
+    def exposed_tools(self) -> list[str]:
+        """What agents of this app see and may run: the exposed tools of its mode (none when memory is off)."""
+        return [] if self.memory == "off" else self.tools.exposed_tools(self.tool_mode)
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="MEMCLUSTER_", env_nested_delimiter="__", extra="forbid")
 
@@ -237,9 +293,24 @@ class Settings(BaseSettings):
     http: HttpSettings = Field(default_factory=HttpSettings)
     extractor: ExtractorSettings = Field(default_factory=ExtractorSettings)
     tools: ToolPolicy = Field(default_factory=ToolPolicy)
+    memory: MemoryPolicies = Field(default_factory=MemoryPolicies)
     ttl: TTLSettings = Field(default_factory=TTLSettings)
     ingress_replicas: int = Field(default=1, ge=1)
     embedder_replicas: int = Field(default=1, ge=1)
+
+    def policy(self, app: str) -> ResolvedPolicy:
+        """``app``'s memory policy: ``memory.default`` overridden by the fields ``memory.apps[app]`` sets."""
+        base = self.memory.default
+        own = self.memory.apps.get(app)
+        merged = base.model_copy(update={f: getattr(own, f) for f in own.model_fields_set}) if own else base
+        uses_model = bool(self.extractor.base_url) and merged.extractor == "configured"
+        mode = merged.tool_mode or (ToolMode.AUTO if uses_model else ToolMode.AGENTIC)
+        return ResolvedPolicy(app=app, memory=merged.memory, extractor=merged.extractor, uses_model=uses_model,
+                              tool_mode=mode, tools=merged.tools or self.tools)
+
+    def tool_mode(self, app: str) -> ToolMode:
+        """The tool mode of ``app``: the one place that decides it (:meth:`policy`)."""
+        return self.policy(app).tool_mode
 
     def api_key_map(self) -> dict[str, str]:
         return {app: key.get_secret_value() for app, key in self.api_keys.items()}

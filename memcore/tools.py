@@ -64,7 +64,7 @@ def exposed_schemas(policy: ToolPolicy, mode: ToolMode) -> list[dict[str, Any]]:
 def _validator(name: str) -> jsonschema.protocols.Validator:
     schema = openai_schema(name)["function"]["parameters"]
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    return cls(schema)  # type: ignore[no-any-return]
+    return cls(schema)
 
 
 def check_arguments(name: str, arguments: Mapping[str, Any]) -> None:

@@ -36,10 +36,10 @@ from fastapi.security import HTTPBearer
 from pydantic import BaseModel
 
 from actors.backend import unwrap
-from memcore.errors import NotFoundError, StoreError
+from memcore.errors import NotFoundError, PermissionDeniedError, StoreError
 from memcore.model import UserKey
 from memcore.settings import ToolMode
-from memcore.tools import exposed_schemas
+from memcore.tools import openai_schema
 from memcore.validation import make_key
 from memcore.vocabulary import ALL_TOOLS
 from serve_apps.http_access import ROUTE_T0, KeyRoute, ScopedRoute, _body_limit, _state, attach
@@ -233,13 +233,20 @@ def _tool_routes(router: APIRouter) -> None:
                 tags=["tools"])
     async def list_tools(
         request: Request, app: App,
-        mode: Annotated[ToolMode, Query(description="agentic: the agent manages memory; auto: an extractor "
-                                                    "does, the agent only searches.")] = ToolMode.AGENTIC,
+        mode: Annotated[ToolMode | None, Query(description="Optional: the app's mode is a deployment setting "
+                                                           "(agentic: the agent manages memory; auto: an extractor "
+                                                           "does, the agent only searches); another one is 403.")]
+        = None,
     ) -> Response:
-        """The OpenAI function schemas of the tools exposed to the agent in this mode."""
+        """The OpenAI function schemas of exactly the tools the app exposes to agents, in its mode."""
         make_key(app, "tools")  # validates the app id (422 naming `app`)
         _, settings = _state(request)
-        return JSONResponse({"tools": exposed_schemas(settings.tools, mode)})
+        policy = settings.policy(app)
+        if mode is not None and mode != policy.tool_mode:
+            raise PermissionDeniedError(f"app {app!r} runs tools in {policy.tool_mode.value} mode (a deployment "
+                                        f"setting), not {mode.value}", field="mode")
+        return JSONResponse({"tools": [openai_schema(n) for n in policy.exposed_tools()],
+                             "mode": policy.tool_mode.value, "memory": policy.memory})
 
     @router.post(_USER_PREFIX + "/tools/{name}", response_model=dict[str, Any], responses=_errors(404),
                  summary="Run a tool", tags=["tools"])
@@ -248,7 +255,8 @@ def _tool_routes(router: APIRouter) -> None:
         name: Annotated[str, Path(description="One of " + ", ".join(ALL_TOOLS) + ".")],
         call: ToolCallRequest,
     ) -> Response:
-        """Execute a tool call for the user and return its JSON result. A disabled tool is 403."""
+        """Execute a tool call for the user and return its JSON result. A tool the app does not expose to
+        agents in its mode is 403, and so is a ``mode`` other than the app's."""
         key = make_key(app, user)
         if name not in ALL_TOOLS:
             raise NotFoundError(f"unknown tool {name!r}; known: {', '.join(ALL_TOOLS)}", field="name")

@@ -175,9 +175,11 @@ class PreloadResponse(BaseModel):
 
 
 class ToolList(BaseModel):
-    """OpenAI function-calling schemas of the tools exposed in a mode."""
+    """OpenAI function-calling schemas of the tools the app exposes to agents, and the app's tool mode."""
 
     tools: list[dict[str, Any]]
+    mode: ToolMode = Field(description="The app's tool mode (agentic or auto), set by the deployment.")
+    memory: Literal["on", "archive_only", "off"] = Field(description="The app's memory switch.")
 
 
 class ToolCallRequest(BaseModel):
@@ -185,11 +187,12 @@ class ToolCallRequest(BaseModel):
 
     model_config = ConfigDict(
         extra="forbid",
-        json_schema_extra={"examples": [{"arguments": {"memory": "User prefers green tea."}, "mode": "agentic"}]},
+        json_schema_extra={"examples": [{"arguments": {"memory": "User prefers green tea."}}]},
     )
 
     arguments: dict[str, Any] = Field(default_factory=dict, description="The tool's arguments (JSON object).")
-    mode: ToolMode = Field(default=ToolMode.AGENTIC, description="The memory mode whose enabled-tool rules apply.")
+    mode: ToolMode | None = Field(default=None, description="Optional; the app's tool mode is a deployment setting "
+                                                           "(`memory` settings): any other value is 403.")
 
 
 class Health(BaseModel):

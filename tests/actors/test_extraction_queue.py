@@ -383,4 +383,5 @@ def test_extractor_from_settings(make_core: MakeCore, scripted_llm: ScriptedLLM,
                     assistant_episodes=True)
     assert llm.jobs.status()["extractor"] == "LLMExtractor" and llm.jobs.policy == "preserve_history"
     assert llm.jobs.episodes is not None
-    assert llm.jobs.enabled == {"add", "update", "delete"}
+    assert llm.settings.policy(A.app).enabled_tools() == {"memory_add", "memory_update", "memory_delete",
+                                                           "memory_search"}

@@ -19,7 +19,8 @@ from tests.serve_apps.test_cluster import _wait_ready
 
 pytestmark = pytest.mark.ray
 
-APP, KEY, NAMESPACE, PREFIX = "agent-auto", "agent-auto-key-0123456789", "memcluster-agent-test", "/agent"
+KEYS = {"agentic": "agent-agentic-key-0123456789", "auto": "agent-auto-key-0123456789"}
+NAMESPACE, PREFIX = "memcluster-agent-test", "/agent"
 PREFERENCE = "The user takes their coffee with oat milk."
 SAID = "I always take my coffee with oat milk."
 
@@ -43,7 +44,9 @@ def cluster(serve_port: int, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     with ScriptedLLM([extract] * 50) as extractor:
         settings = {
             "data_dir": str(tmp_path_factory.mktemp("agent-auto")), "shards": 2, "namespace": NAMESPACE,
-            "embedder": {"kind": "hashing", "dim": 256}, "api_keys": {APP: KEY},
+            "embedder": {"kind": "hashing", "dim": 256}, "api_keys": KEYS,
+            # the extractor is a model, so apps default to auto mode; one app is set to agentic
+            "memory": {"apps": {"agentic": {"tool_mode": "agentic"}}},
             "extractor": {"base_url": extractor.base_url, "model": "scripted-extractor", "job_timeout_s": 20},
         }
         serve.run(build_app({"settings": settings}), name="memagent", route_prefix=PREFIX)
@@ -67,15 +70,16 @@ def test_two_sessions_remember_a_preference(cluster: dict[str, Any], mode: str) 
         [tool_call("memory_add", {"memory": PREFERENCE, "topics": ["coffee"]}), "Noted: oat milk."]
         if mode == "agentic" else ["Noted: oat milk it is."])
     out: list[str] = []
-    with MemoryClient(cluster["base"], api_key=KEY, timeout=60) as memory, \
+    app = mode  # the app's tool mode is the deployment's: the agent names none
+    with MemoryClient(cluster["base"], api_key=KEYS[app], timeout=60) as memory, \
             ScriptedLLM([*session_one, answer_from_memory]) as chat:
         agent = MemoryAgent(memory, openai.OpenAI(base_url=chat.base_url, api_key="test", max_retries=0),
-                            AgentConfig(app=APP, user=user, model="scripted", tool_mode=mode), out.append)
+                            AgentConfig(app=app, user=user, model="scripted"), out.append)
         agent.run([SAID, "/new", "What should I order at the cafe?", "/memory", "/exit"])
         requests = chat.requests
         assert chat.remaining == 0
-        entries = memory.read(APP, user)
-        other = memory.read(APP, f"someone-else-{mode}")
+        entries = memory.read(app, user)
+        other = memory.read(app, f"someone-else-{mode}")
 
     offered = {t["function"]["name"] for r in requests for t in r.get("tools", [])}
     if mode == "auto":

@@ -141,8 +141,10 @@ def test_search_and_preload(client: MemoryClient, user: str) -> None:
 def test_tools(client: MemoryClient, user: str) -> None:
     names = [t["function"]["name"] for t in client.tools(APP)]
     assert names == ["memory_add", "memory_update", "memory_search", "memory_load"]
-    auto = [t["function"]["name"] for t in client.tools(APP, mode="auto")]
-    assert auto == ["memory_search"]
+    assert [t["function"]["name"] for t in client.tools(APP, mode="agentic")] == names
+    with pytest.raises(AuthError) as other_mode:  # the app's mode is the deployment's
+        client.tools(APP, mode="auto")
+    assert other_mode.value.status == 403
 
     added = client.call_tool(APP, user, "memory_add", {"memory": "User's cat is called Miso.", "topics": ["pets"]})
     assert added["status"] == "ok" and added["memory_id"]

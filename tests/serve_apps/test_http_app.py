@@ -386,17 +386,18 @@ def test_tool_listing(client: httpx.Client) -> None:
         return [t["function"]["name"] for t in tools]
 
     assert names(None) == ["memory_add", "memory_update", "memory_search", "memory_load"]
-    assert names("agentic") == names(None)
-    assert names("auto") == ["memory_search"]
+    assert names("agentic") == names(None)  # no extractor model: the app's mode is agentic
+    error_of(client.get("/v1/apps/app/tools", params={"mode": "auto"}), 403, "PermissionDeniedError", "mode")
     error_of(client.get("/v1/apps/app/tools", params={"mode": "manual"}), 422, "ValidationError", "mode")
 
 
 def test_tool_policy_from_settings(make_server: Callable[..., Served]) -> None:
-    served = make_server(tools={"enabled": {"memory_clear": True, "memory_load": True}, "auto_exposed": ["memory_add"]})
+    served = make_server(tools={"enabled": {"memory_clear": True, "memory_load": True}, "auto_exposed": ["memory_add"]},
+                         memory={"apps": {"y": {"tool_mode": "auto"}}})
     with served.client() as c:
         agentic = [t["function"]["name"] for t in c.get("/v1/apps/x/tools").json()["tools"]]
         assert "memory_clear" in agentic
-        auto = [t["function"]["name"] for t in c.get("/v1/apps/x/tools", params={"mode": "auto"}).json()["tools"]]
+        auto = [t["function"]["name"] for t in c.get("/v1/apps/y/tools").json()["tools"]]
         assert auto == ["memory_add", "memory_search", "memory_load"]
         base = user_path("x")
         add(c, base, "to be cleared")
@@ -420,16 +421,15 @@ def test_tool_execution(client: httpx.Client) -> None:
     assert r.status_code == 200 and r.json()["previous_id"] == added["memory_id"]
     loaded = client.post(f"{base}/tools/memory_load", json={"arguments": {"limit": 5}}).json()
     assert [x["memory"] for x in loaded["results"]] == ["Gina speaks Spanish"]
-    # disabled in agentic mode; enabled (not exposed) in auto mode
+    # not exposed in the app's (agentic) mode; naming another mode changes nothing
     error_of(client.post(f"{base}/tools/memory_delete", json={"arguments": {"memory_id": "x"}}),
              403, "PermissionDeniedError", "name")
     error_of(client.post(f"{base}/tools/memory_clear", json={}), 403, "PermissionDeniedError")
-    error_of(client.post(f"{base}/tools/memory_load", json={"mode": "auto"}), 403, "PermissionDeniedError")
+    error_of(client.post(f"{base}/tools/memory_load", json={"mode": "auto"}), 403, "PermissionDeniedError", "mode")
     new_id = r.json()["memory_id"]
-    r = client.post(f"{base}/tools/memory_delete", json={"arguments": {"memory_id": new_id}, "mode": "auto"})
-    assert r.status_code == 200 and r.json() == {"status": "ok", "memory_id": new_id}
     error_of(client.post(f"{base}/tools/memory_delete", json={"arguments": {"memory_id": new_id}, "mode": "auto"}),
-             404, "NotFoundError")
+             403, "PermissionDeniedError", "mode")
+    assert client.get(f"{base}/memories/{new_id}").status_code == 200
     # unknown tool, bad arguments, bad mode
     error_of(client.post(f"{base}/tools/memory_forget", json={}), 404, "NotFoundError", "name")
     error_of(client.post(f"{base}/tools/memory_add", json={"arguments": {"memory": ""}}),

@@ -130,7 +130,6 @@ def test_other_users_ids_are_404_and_leave_the_entry_alone(sec: Served, ca: http
         ("DELETE", f"{intruder}/memories/{eid}?hard=true", None),
         ("PATCH", f"{intruder}/memories/{eid}", {"text": "The owner's locker code is 4711", "topics": ["x"]}),
         ("POST", f"{intruder}/tools/memory_update", {"arguments": {"memory_id": eid, "memory": "hijacked"}}),
-        ("POST", f"{intruder}/tools/memory_delete", {"arguments": {"memory_id": eid}, "mode": "auto"}),
     ]
     for method, url, body in attempts:
         r = ca.request(method, url, json=body)
