@@ -15,8 +15,9 @@ Ingest (:meth:`ExtractionJobs.ingest`), under the shard's ingest lock:
 A job runs (worker thread, or the ingest call) when every earlier job of the same user is
 finished: it re-reads the delta after the *current* durable cursor up to ``upto`` (so a failed
 earlier job's turns are retried), runs :func:`memcore.extraction.pipeline.run_extraction` and
-only then moves the cursor, durably. Its first write takes the user's write turn in the shard
-(held to the end of the job), so the job's operations form one block in the user's FIFO
+only then moves the cursor, durably. Once the model calls are done and there are operations to
+apply, the job takes the user's write turn in the shard (held to the end of the job) and writes
+into the service current then, so the job's operations form one block in the user's FIFO
 between API writes. The job deadline (``extractor.job_timeout_s``) bounds loading plus the
 model calls: the extractor runs in a helper thread that is abandoned at the deadline (it
 writes nothing), the job is ``failed`` and the cursor stays. Applying the operations, which
@@ -43,6 +44,7 @@ from datetime import datetime
 from typing import Any, TypeVar, cast
 
 from actors.archive import JobRecord, SqliteArchive
+from actors.current import CurrentService
 from actors.queues import Ticket, UserQueues
 from memcore.errors import ExtractorError, MemoryServiceError
 from memcore.extraction import checkers
@@ -60,7 +62,6 @@ from memcore.vocabulary import enabled_operations
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 Writing = Callable[[UserKey], AbstractContextManager[Any]]
-_WRITES = frozenset({"add", "add_many", "update", "delete", "clear"})
 
 
 class JobTimeout(ExtractorError):
@@ -136,34 +137,12 @@ class _TimedEpisodes:
                                      "the assistant-episode stage")
 
 
-class _TurnService:
-    """The shard's service for one job: the first write takes the user's write turn (held by ``stack``).
-
-    The service is looked up at each call (after the turn is taken, for writes), so a job that
-    straddles a generation switch writes into the generation that is current when it writes.
-    """
-
-    def __init__(self, service: Callable[[], MemoryService], acquire: Callable[[], None]) -> None:
-        self._service = service
-        self._acquire = acquire
-
-    def __getattr__(self, name: str) -> Any:
-        if name not in _WRITES:
-            return getattr(self._service(), name)
-
-        def write(*args: Any, **kwargs: Any) -> Any:
-            self._acquire()
-            return getattr(self._service(), name)(*args, **kwargs)
-
-        return write
-
-
 class ExtractionJobs:
     """Ingest, queue, workers and job execution of one shard (see the module docstring)."""
 
     def __init__(
         self,
-        service: MemoryService,
+        current: CurrentService,
         archive: SqliteArchive,
         settings: Settings,
         shard: int,
@@ -174,7 +153,7 @@ class ExtractionJobs:
         start: bool = True,
     ) -> None:
         cfg = settings.extractor
-        self.service = service
+        self.current = current
         self.archive = archive
         self.settings = settings
         self.shard = shard
@@ -301,18 +280,17 @@ class ExtractionJobs:
         if not todo:
             return job.model_copy(update={"status": "done", "cursor": cursor, "counts": {"events": 0},
                                           "reason": "nothing new after the cursor (an earlier job extracted it)"})
-        held: list[bool] = []
 
-        def acquire() -> None:
-            if not held:
-                stack.enter_context(self._writing(key))
-                held.append(True)
+        def write_turn() -> MemoryService:
+            """The user's write turn (held to the end of the job), then the service current now."""
+            stack.enter_context(self._writing(key))
+            return self.current.get()
 
         deadline = _Deadline(self.timeout_s)
         try:
             report = run_extraction(
-                cast(MemoryService, _TurnService(lambda: self.service, acquire)), key, todo,
-                _TimedExtractor(self.extractor, deadline), policy=self.policy,
+                self.current.get(), key, todo, write_turn=write_turn,
+                extractor=_TimedExtractor(self.extractor, deadline), policy=self.policy,
                 episodes=_TimedEpisodes(self.episodes, deadline) if self.episodes is not None else None,
                 enabled=self.enabled, now=cursor_of(todo),
             )
