@@ -109,7 +109,7 @@ def dense_probe(vecs: np.ndarray, mems: list, user_of: np.ndarray, queries: np.n
     from memcore.ids import memory_id, point_id
     from memcore.model import Entry, Memory, UserKey, now_utc
     from memcore.stores.qdrant_common import from_payload, scope_filter
-    from memcore.stores.qdrant_edge import QdrantEdgeStore, _edge_filter
+    from memcore.stores.qdrant_edge import QdrantEdgeStore, edge_filter
 
     now = now_utc()
     counts = np.bincount(user_of)
@@ -132,7 +132,7 @@ def dense_probe(vecs: np.ndarray, mems: list, user_of: np.ndarray, queries: np.n
                  "largest_user": int(order[-1])}
         for label, u in picks.items():
             key: UserKey = user_key(u)
-            flt = _edge_filter(scope_filter(key, active_only=True))
+            flt = edge_filter(scope_filter(key, active_only=True))
 
             def with_payload(j: int, flt: Any = flt) -> list:
                 req = qe.QueryRequest(limit=100, query=qe.Query.Nearest(queries[j].tolist()), filter=flt,

@@ -87,7 +87,7 @@ def session_events(pairs: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:
 
 def llm_answer(request: dict[str, Any]) -> Any:
     """One memory_add with the (last) user turn of the new conversation."""
-    from tests.scripted_llm import messages_text, tool_call
+    from testkit.scripted_llm import messages_text, tool_call
 
     text = messages_text(request, "user").split("New conversation", 1)[-1]
     said = [x.split(": ", 1)[-1] for x in text.splitlines() if "] User: " in x][-1]
@@ -101,16 +101,15 @@ def run_scenario(kind: str, *, jobs: int, delay_ms: float, data_dir: Path, embed
     from memcore.model import UserKey
     from memcore.service import MemoryService
     from memcore.settings import Settings
-    from tests.scripted_llm import Reply, ScriptedLLM
+    from testkit.scripted_llm import Reply, ScriptedLLM
 
     key = UserKey(app="bench", user="u1")
     llm = None
     extractor_cfg: dict[str, Any] = {}
     if kind == "llm":
         delay = delay_ms / 1000.0
-        llm = ScriptedLLM([lambda req: Reply(tool_calls=tuple(llm_answer(req)), delay=delay)] * (jobs + 5))
-        # this server's handler class only: answer without Nagle's ~40 ms delayed-ACK stall
-        llm._server.RequestHandlerClass.disable_nagle_algorithm = True  # type: ignore[attr-defined]
+        llm = ScriptedLLM([lambda req: Reply(tool_calls=tuple(llm_answer(req)), delay=delay)] * (jobs + 5),
+                          no_delay=True)
         llm.start()
         extractor_cfg = {"base_url": llm.base_url, "model": "scripted"}
     settings = Settings.model_validate({"data_dir": data_dir, "shards": 1, "embedder": {"kind": embedder_kind},

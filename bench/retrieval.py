@@ -4,7 +4,7 @@
     python -m bench.retrieval --quick                         # 2 conversations
     python -m bench.retrieval --configs hybrid-turn,bm25-turn --out /tmp/r.json
     python -m bench.retrieval --via backfill --configs tuned-window1-merged   # through the backfill job (Ray)
-    memctl bench locomo --data FILE --out RESULT.json         # the default configuration, --via backfill
+    python -m bench locomo --data FILE --out RESULT.json         # the default configuration, --via backfill
 
 The default configuration (``tuned-window1-merged``) is the engine's own default path: the
 backfill job's default verbatim granularity (``window``, +-1 turn) and a search with every fusion
@@ -51,6 +51,7 @@ if __package__ in (None, ""):  # run as a script: the repo root, not bench/ (ben
 from bench.common import LOCOMO, RESULTS, load_average, machine_info, percentiles, write_json
 from bench.locomo import Conversation, load
 from bench.recall import HEADLINE, Scored, aggregate, score
+from bench.retrieval_backfill import ingest_backfill
 from bench.retrieval_kit import PLAIN, Embedders, IndexSpec, Ingested, Knobs, ingest
 from bench.retrieval_report import GOAL, goal_met, write_reports
 from bench.retrieval_shape import Archive, Post, shape
@@ -174,8 +175,12 @@ class Indexes:
     def get(self, spec: IndexSpec, knobs: Knobs) -> Ingested:
         key = (spec, knobs.pool)
         if key not in self._open:
-            self._open[key] = ingest(self.data.convs(spec.captions), spec, self.embedders, knobs, self.log,
-                                     via=self.via, workdir=self.workdir, data=self.data.path, limit=self.data.limit)
+            convs = self.data.convs(spec.captions)
+            if self.via == "backfill":
+                self._open[key] = ingest_backfill(self.data.path, self.data.limit, convs, spec, self.embedders, knobs,
+                                                  self.log, workdir=self.workdir)
+            else:
+                self._open[key] = ingest(convs, spec, self.embedders, knobs, self.log, workdir=self.workdir)
         return self._open[key]
 
     def keep_only(self, needed: set[tuple[IndexSpec, int]]) -> None:

@@ -1,4 +1,4 @@
-"""The retrieval benchmark's ingest through the real backfill job (``--via backfill``, ``memctl bench locomo``).
+"""The retrieval benchmark's ingest through the real backfill job (``--via backfill``, ``python -m bench locomo``).
 
 The LoCoMo file is converted by :mod:`jobs.locomo` (each conversation one user of app ``locomo``),
 written by :func:`jobs.backfill.run_backfill` (Ray Data: validate → verbatim extraction with the

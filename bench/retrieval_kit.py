@@ -5,7 +5,7 @@
   each side, provenance = every covered turn); ``fmt="date"`` prefixes each entry with its session date.
 - :func:`ingest` writes every conversation (one user each) into one plain :class:`MemoryService`
   (Qdrant Edge in a temp dir + Tantivy + the embedder), with passage vectors from
-  :func:`bench.common.embed_cached`; ``via="backfill"`` (:mod:`bench.retrieval_backfill`) runs the
+  :func:`bench.common.embed_cached`; :func:`bench.retrieval_backfill.ingest_backfill` runs the
   real backfill job into shard actors instead and searches through them.
 - :class:`Knobs` are the search options a configuration sets; a knob left ``None`` is the engine's
   default (:class:`memcore.settings.SearchDefaults`), so ``Knobs()`` is exactly the engine's default path.
@@ -169,14 +169,10 @@ class Ingested:
 
 def ingest(
     convs: Sequence[Conversation], spec: IndexSpec, embedders: Embedders, knobs: Knobs, log: Log, *,
-    via: str = "inprocess", workdir: Path | None = None, data: Path | None = None, limit: int | None = None,
+    workdir: Path | None = None,
 ) -> Ingested:
-    """Verbatim extraction of every session into a fresh store: in-process, or through the backfill job."""
-    if via == "backfill":
-        from bench.retrieval_backfill import ingest_backfill
-
-        assert data is not None, "the backfill path reads the LoCoMo file itself"
-        return ingest_backfill(data, limit, convs, spec, embedders, knobs, log, workdir=workdir)
+    """Verbatim extraction of every session into a fresh in-process store (the backfill job's path is
+    :func:`bench.retrieval_backfill.ingest_backfill`)."""
     from memcore.stores.qdrant_edge import QdrantEdgeStore
     from memcore.stores.tantivy_index import TantivyIndex
 

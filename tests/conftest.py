@@ -60,8 +60,8 @@ def ray_session() -> Iterator[Any]:
 
 @pytest.fixture
 def scripted_llm() -> Iterator[Any]:
-    """A started scripted OpenAI-compatible server (:mod:`tests.scripted_llm`); ``push`` script items."""
-    from tests.scripted_llm import ScriptedLLM
+    """A started scripted OpenAI-compatible server (:mod:`testkit.scripted_llm`); ``push`` script items."""
+    from testkit.scripted_llm import ScriptedLLM
 
     with ScriptedLLM() as server:
         yield server
