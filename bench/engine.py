@@ -28,29 +28,9 @@ from typing import Any
 
 import numpy as np
 
-if __package__ in (None, ""):  # run as a script: the repo root, not bench/ (bench/http.py would shadow http)
-    _here = Path(__file__).resolve().parent
-    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _here]
-    sys.path.insert(0, str(_here.parent))
-from bench.common import (
-    PALETTE,
-    Stopwatch,
-    embed_cached,
-    instrumented,
-    latency_bars,
-    load_average,
-    load_locomo,
-    machine_info,
-    md_table,
-    memory_dataset,
-    memory_texts,
-    percentiles,
-    plot_style,
-    profile_top,
-    time_calls,
-    topk,
-    write_json,
-)
+from bench.data import embed_cached, load_locomo, memory_dataset, memory_texts
+from bench.report import PALETTE, latency_bars, load_average, machine_info, md_table, plot_style, write_json
+from bench.timing import Stopwatch, instrumented, percentiles, profile_top, time_calls, topk
 
 APP = "bench"
 POOL_NOTE = "candidate_pool=100 per list (ServiceConfig default), max_results=10"

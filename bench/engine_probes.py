@@ -27,20 +27,9 @@ from typing import Any
 
 import numpy as np
 
-if __package__ in (None, ""):  # run as a script: the repo root, not bench/ (bench/http.py would shadow http)
-    _here = Path(__file__).resolve().parent
-    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _here]
-    sys.path.insert(0, str(_here.parent))
-from bench.common import (
-    embed_cached,
-    load_average,
-    machine_info,
-    memory_dataset,
-    memory_texts,
-    percentiles,
-    time_calls,
-    write_json,
-)
+from bench.data import embed_cached, memory_dataset, memory_texts
+from bench.report import load_average, machine_info, write_json
+from bench.timing import percentiles, time_calls
 
 DIM = 384
 
@@ -180,7 +169,7 @@ def main() -> int:
     ap.add_argument("--probes", nargs="+", default=["wal", "add", "dense", "threads"])
     ap.add_argument("--out", type=Path, default=Path("bench/results/engine_probes.json"))
     args = ap.parse_args()
-    from bench.common import load_locomo
+    from bench.data import load_locomo
 
     texts, base = memory_texts(args.entries, args.seed)
     def no_embedding(_: list[str]) -> np.ndarray:

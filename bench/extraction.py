@@ -25,7 +25,6 @@ counted (``jobs_without_new_entry``) and left out of the latencies.
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -33,22 +32,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):  # run as a script: the repo root, not bench/ (bench/http.py would shadow http)
-    _here = Path(__file__).resolve().parent
-    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _here]
-    sys.path.insert(0, str(_here.parent))
-from bench.common import (
-    RESULTS,
-    Stopwatch,
-    fmt_ms,
-    instrumented,
-    load_locomo,
-    machine_info,
-    md_table,
-    percentiles,
-    plot_style,
-    write_json,
-)
+from bench.data import load_locomo
+from bench.report import RESULTS, machine_info, md_table, plot_style, write_json
+from bench.timing import Stopwatch, fmt_ms, instrumented, percentiles
 from memcore.extraction.events import ExtractionResult
 from memcore.extraction.wrapper import ExtractorWrapper
 from memcore.ports import Extractor

@@ -43,18 +43,15 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):  # run as a script: the repo root, not bench/ (bench/http.py would shadow http)
-    _here = Path(__file__).resolve().parent
-    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _here]
-    sys.path.insert(0, str(_here.parent))
-
-from bench.common import LOCOMO, RESULTS, load_average, machine_info, percentiles, write_json
+from bench.data import LOCOMO
 from bench.locomo import Conversation, load
 from bench.recall import HEADLINE, Scored, aggregate, score
+from bench.report import RESULTS, load_average, machine_info, write_json
 from bench.retrieval_backfill import ingest_backfill
 from bench.retrieval_kit import PLAIN, Embedders, IndexSpec, Ingested, Knobs, ingest
 from bench.retrieval_report import GOAL, goal_met, write_reports
 from bench.retrieval_shape import Archive, Post, shape
+from bench.timing import percentiles
 
 
 @dataclass(frozen=True)

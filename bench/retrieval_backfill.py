@@ -71,8 +71,7 @@ def ingest_backfill(
                 ray.get(h.close.remote(), timeout=60)
             finally:
                 ray.kill(h, no_restart=True)
-        for key in [k for k in common._HANDLES if k[0] == namespace]:
-            del common._HANDLES[key]
+        common.forget_handles(namespace)
         tmp.cleanup()
         if started:
             ray.shutdown()

@@ -5,7 +5,7 @@
   each side, provenance = every covered turn); ``fmt="date"`` prefixes each entry with its session date.
 - :func:`ingest` writes every conversation (one user each) into one plain :class:`MemoryService`
   (Qdrant Edge in a temp dir + Tantivy + the embedder), with passage vectors from
-  :func:`bench.common.embed_cached`; :func:`bench.retrieval_backfill.ingest_backfill` runs the
+  :func:`bench.data.embed_cached`; :func:`bench.retrieval_backfill.ingest_backfill` runs the
   real backfill job into shard actors instead and searches through them.
 - :class:`Knobs` are the search options a configuration sets; a knob left ``None`` is the engine's
   default (:class:`memcore.settings.SearchDefaults`), so ``Knobs()`` is exactly the engine's default path.
@@ -26,8 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from bench.common import embed_cached, percentiles, time_calls
+from bench.data import embed_cached
 from bench.locomo import APP, Conversation
+from bench.timing import percentiles, time_calls
 from memcore.extraction.verbatim import VerbatimExtractor
 from memcore.model import Memory, SearchHit, SearchOptions, UserKey
 from memcore.ports import Embedder
