@@ -45,6 +45,7 @@ from memcore.ports import Embedder, Extractor, Vectors
 from memcore.service import MemoryService
 from memcore.settings import Settings, ToolMode
 from memcore.validation import check_session, validate
+from memcore.vocabulary import LOAD, SEARCH
 
 __all__ = ["READS", "WRITES", "Ack", "ShardCore", "Ticket", "UserQueues"]
 MAX_RECALL_RESULTS = 100
@@ -226,7 +227,7 @@ class ShardCore:
 
     def tool(self, key: UserKey, name: str, arguments: dict[str, Any], mode: ToolMode) -> Any:
         enabled = sorted(self.settings.tools.enabled_tools(mode))
-        if name in (tools.SEARCH, tools.LOAD):
+        if name in (SEARCH, LOAD):
             return tools.execute(self.service, key, name, arguments, enabled=enabled)
         return self._write(key, lambda: tools.execute(self.service, key, name, arguments, enabled=enabled))
 

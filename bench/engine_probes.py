@@ -96,7 +96,7 @@ def dense_probe(vecs: np.ndarray, mems: list, user_of: np.ndarray, queries: np.n
 
     from bench.engine import user_key
     from memcore.ids import memory_id, point_id
-    from memcore.model import Entry, Memory, UserKey, now_utc
+    from memcore.model import Entry, Memory, now_utc
     from memcore.stores.qdrant_common import from_payload, scope_filter
     from memcore.stores.qdrant_edge import QdrantEdgeStore, edge_filter
 
@@ -120,7 +120,7 @@ def dense_probe(vecs: np.ndarray, mems: list, user_of: np.ndarray, queries: np.n
         picks = {"median_user": int(order[len(order) // 2]), "p99_user": int(order[int(len(order) * 0.99)]),
                  "largest_user": int(order[-1])}
         for label, u in picks.items():
-            key: UserKey = user_key(u)
+            key = user_key(u)
             flt = edge_filter(scope_filter(key, active_only=True))
 
             def with_payload(j: int, flt: Any = flt) -> list:

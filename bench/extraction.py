@@ -148,7 +148,7 @@ def run_scenario(kind: str, *, jobs: int, delay_ms: float, data_dir: Path, embed
         core.close()
         if llm is not None:
             llm.close()
-    stats = {name: percentiles([row[name] for row in rows]) for name in rows[0]}
+    stats: dict[str, Any] = {name: percentiles([row[name] for row in rows]) for name in rows[0]}
     machinery = [row["overhead_ms"] - row["writes_ms"] - row["searches_ms"] for row in rows]
     stats["machinery_ms"] = percentiles(machinery)
     stats["jobs_without_new_entry"] = skipped

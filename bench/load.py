@@ -235,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.replot:
         out = Path(args.out)
-        res = json.loads(out.read_text())
+        res: dict[str, Any] = json.loads(out.read_text())
         plot(res, res["memory_samples"], out.with_suffix(".png"))
         out.with_suffix(".md").write_text(report(res))
         print(report(res))
@@ -267,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
         del embedder, vecs
         work = Workload(users=[int(u) for u in np.unique(user_of)], questions=[q.text for q in questions],
                         turns=[t.text.split(": ", 1)[-1] for t in turns], rng=np.random.default_rng(args.seed))
-        res: dict[str, Any] = {"machine": machine_info(), "config": {
+        res = {"machine": machine_info(), "config": {
             "entries": args.entries, "users": args.users, "shards": settings.shards,
             "embedder": settings.embedder.kind, "ingress": args.ingress,
             "embed_passages_per_s": meta.get("passages_per_s"),

@@ -132,7 +132,8 @@ class Knobs:
 
 
 #: The seeds' engine before this benchmark (plain RRF k=60, raw BM25 query, no date boost, no merging).
-PLAIN = {"rrf_k": 60, "w_dense": 1.0, "w_sparse": 1.0, "bm25_query": "raw", "date_boost": False, "merge": False}
+PLAIN: dict[str, Any] = {"rrf_k": 60, "w_dense": 1.0, "w_sparse": 1.0, "bm25_query": "raw", "date_boost": False,
+                         "merge": False}
 
 
 # ----------------------------------------------------------------------------- ingest

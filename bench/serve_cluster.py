@@ -3,6 +3,7 @@ app of the given settings, and a wait until ``/readyz`` answers."""
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
@@ -23,7 +24,8 @@ def start_serve(settings: Any, port: int, *, num_cpus: int = 4, object_store_mem
 
     with process_env(settings):  # the Ray processes get the environment memctl gives them
         ray.init(address="local", num_cpus=num_cpus, object_store_memory=object_store_memory,
-                 include_dashboard=False, logging_level="ERROR", log_to_driver=False, namespace=settings.namespace)
+                 include_dashboard=False, logging_level=logging.ERROR, log_to_driver=False,
+                 namespace=settings.namespace)
     serve.start(http_options={"host": "127.0.0.1", "port": port})
     serve.run(build_app({"settings": to_plain(settings)}), name="memcluster", route_prefix="/")
     base = f"http://127.0.0.1:{port}"
