@@ -155,3 +155,10 @@ def test_no_private_name_is_imported_across_modules_outside_tests() -> None:
         if imported and imported.startswith("_") and not imported.startswith("__") and internal(target)
     )
     assert wrong == []
+
+
+def test_settings_and_vocabulary_are_leaves_of_the_domain() -> None:
+    edges = graph()
+    assert edges["memcore.vocabulary"] == set()
+    assert edges["memcore.settings"] <= {"memcore", "memcore.vocabulary", "memcore.errors"}
+    assert edges["memcore.validation"] <= {"memcore", "memcore.errors", "memcore.model", "memcore.vocabulary"}
