@@ -18,8 +18,9 @@ Ingest (:meth:`ExtractionJobs.ingest`), under the shard's ingest lock:
 A job runs (worker thread, or the ingest call) when every earlier job of the same user is
 finished: it re-reads the session's unextracted turns up to ``upto_seq`` (so a failed earlier job's
 turns are retried), runs :func:`memcore.extraction.pipeline.run_extraction` and only then marks
-them extracted and moves the cursor, durably. Its first write takes the user's write turn in the shard
-(held to the end of the job), so the job's operations form one block in the user's FIFO
+them extracted and moves the cursor, durably. Once the model calls are done and there are operations to
+apply, the job takes the user's write turn in the shard (held to the end of the job) and writes
+into the service current then, so the job's operations form one block in the user's FIFO
 between API writes. The job deadline (``extractor.job_timeout_s``) bounds loading plus the
 model calls: the extractor runs in a helper thread that is abandoned at the deadline (it
 writes nothing), the job is ``failed`` and the cursor stays. Applying the operations, which
@@ -46,6 +47,7 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar, cast
 
 from actors.archive import JobRecord, SqliteArchive
+from actors.current import CurrentService
 from actors.queues import Ticket, UserQueues
 from memcore.errors import ExtractorError, MemoryServiceError
 from memcore.extraction import checkers
@@ -141,34 +143,12 @@ class _TimedEpisodes:
                                      "the assistant-episode stage")
 
 
-class _TurnService:
-    """The shard's service for one job: the first write takes the user's write turn (held by ``stack``).
-
-    The service is looked up at each call (after the turn is taken, for writes), so a job that
-    straddles a generation switch writes into the generation that is current when it writes.
-    """
-
-    def __init__(self, service: Callable[[], MemoryService], acquire: Callable[[], None]) -> None:
-        self._service = service
-        self._acquire = acquire
-
-    def __getattr__(self, name: str) -> Any:
-        if name not in _WRITES:
-            return getattr(self._service(), name)
-
-        def write(*args: Any, **kwargs: Any) -> Any:
-            self._acquire()
-            return getattr(self._service(), name)(*args, **kwargs)
-
-        return write
-
-
 class ExtractionJobs:
     """Ingest, queue, workers and job execution of one shard (see the module docstring)."""
 
     def __init__(
         self,
-        service: MemoryService,
+        current: CurrentService,
         archive: SqliteArchive,
         settings: Settings,
         shard: int,
@@ -179,7 +159,7 @@ class ExtractionJobs:
         start: bool = True,
     ) -> None:
         cfg = settings.extractor
-        self.service = service
+        self.current = current
         self.archive = archive
         self.settings = settings
         self.shard = shard
@@ -318,12 +298,11 @@ class ExtractionJobs:
         if not todo:
             return job.model_copy(update={"status": "done", "cursor": cursor, "counts": {"events": 0},
                                           "reason": "nothing new after the cursor (an earlier job extracted it)"})
-        held: list[bool] = []
 
-        def acquire() -> None:
-            if not held:
-                stack.enter_context(self._writing(key))
-                held.append(True)
+        def write_turn() -> MemoryService:
+            """The user's write turn (held to the end of the job), then the service current now."""
+            stack.enter_context(self._writing(key))
+            return self.current.get()
 
         deadline = _Deadline(self.timeout_s)
         app = self.settings.policy(key.app)
@@ -331,8 +310,9 @@ class ExtractionJobs:
         extractor, episodes = (self.verbatim, None) if verbatim else (self.extractor, self.episodes)
         try:
             report = run_extraction(
-                cast(MemoryService, _TurnService(lambda: self.service, acquire)), key, todo,
-                _TimedExtractor(extractor, deadline), policy=extractor.default_policy if verbatim else self.policy,
+                self.current.get(), key, todo, write_turn=write_turn,
+                extractor=_TimedExtractor(extractor, deadline),
+                policy=extractor.default_policy if verbatim else self.policy,
                 episodes=_TimedEpisodes(episodes, deadline) if episodes is not None else None,
                 enabled=enabled_operations(app.enabled_tools()), now=cursor_of(todo),
             )

@@ -37,12 +37,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from actors.archive import SqliteArchive
-from memcore import factory
+from actors.current import CurrentService
+from memcore import factory, layout
 from memcore.errors import ValidationError
 from memcore.extraction.events import Event, cursor_of
 from memcore.extraction.factory import build_extractor
 from memcore.extraction.pipeline import run_extraction
-from memcore.ids import shard_of
 from memcore.model import Entry, UserKey, now_utc
 from memcore.ports import Extractor, Vectors
 from memcore.service import MemoryService
@@ -70,16 +70,14 @@ class Generations:
         settings: Settings,
         shard: int,
         archive: SqliteArchive,
-        get_service: Callable[[], MemoryService],
-        set_service: Callable[[MemoryService], None],
+        served: CurrentService,
         freeze: Callable[[], AbstractContextManager[Any]],
         current: int,
     ) -> None:
         self.settings = settings
         self.shard = shard
         self.archive = archive
-        self._get = get_service
-        self._set = set_service
+        self.served = served
         self._freeze = freeze
         self.current = current
         self.staging: _Staging | None = None
@@ -87,14 +85,18 @@ class Generations:
         self._lock = threading.Lock()
         self._extractors: dict[str, Extractor] = {}
 
+    def _build(self, generation: int) -> MemoryService:
+        """A service over ``generation``'s stores, with the embedder of the service served now."""
+        return factory.build_service(self.settings, self.shard, self.served.get().embedder, generation=generation)
+
     # ------------------------------------------------------------------ info
     def info(self) -> dict[str, Any]:
-        on_disk = set(factory.generations_on_disk(self.settings, self.shard)) | {self.current}
+        on_disk = set(layout.generations_on_disk(self.settings, self.shard)) | {self.current}
         return {"shard": self.shard, "current": self.current, "generations": sorted(on_disk),
                 "staging": self.staging.generation if self.staging else None}
 
     def _owned(self, entry: Entry) -> bool:
-        return self.settings.vector_store.backend == "edge" or shard_of(entry.key, self.settings.shards) == self.shard
+        return layout.owns(self.settings, self.shard, entry.key)
 
     # ------------------------------------------------------------------ build
     def begin(self, generation: int, apps: Sequence[str] = (), users: Sequence[str] = ()) -> dict[str, Any]:
@@ -106,11 +108,11 @@ class Generations:
                 raise ValidationError(f"shard {self.shard} is already building generation "
                                       f"{self.staging.generation}", field="generation")
             self._wipe(generation)
-            service = factory.build_service(self.settings, self.shard, self._get().embedder, generation=generation)
+            service = self._build(generation)
             chosen = set(self.archive.users(apps, users))
             self.staging = _Staging(generation, service, now_utc(), chosen)
         try:
-            copied = self._copy(self._get(), service, lambda e: e.key not in chosen or not e.provenance)
+            copied = self._copy(self.served.get(), service, lambda e: e.key not in chosen or not e.provenance)
         except BaseException:
             self.abort(generation)
             raise
@@ -162,17 +164,17 @@ class Generations:
             if generation == self.current:
                 return {"shard": self.shard, "from": self.current, "to": generation, "caught_up": 0}
             staging = self.staging if self.staging and self.staging.generation == generation else None
-            if staging is None and generation not in factory.generations_on_disk(self.settings, self.shard):
+            if staging is None and generation not in layout.generations_on_disk(self.settings, self.shard):
                 raise ValidationError(f"shard {self.shard} has no generation {generation}", field="generation")
             target = staging.service if staging else self.retired.pop(generation, None)
             if target is None:
-                target = factory.build_service(self.settings, self.shard, self._get().embedder, generation=generation)
+                target = self._build(generation)
             t0 = time.monotonic()
             with self._freeze():
-                old = self._get()
+                old = self.served.get()
                 caught_up = self._catch_up(old, staging) if staging else 0
                 factory.set_current_generation(self.settings, self.shard, generation)
-                self._set(target)
+                self.served.replace(target)
                 previous, self.current = self.current, generation
                 self.retired[previous] = old
                 self.staging = None
@@ -215,7 +217,7 @@ class Generations:
             service = self.retired.pop(generation, None)
             if service is not None:
                 _close(service)
-            existed = generation in factory.generations_on_disk(self.settings, self.shard)
+            existed = generation in layout.generations_on_disk(self.settings, self.shard)
             self._wipe(generation)
             return {"shard": self.shard, "generation": generation, "removed": existed}
 
@@ -237,11 +239,11 @@ class Generations:
 
     def _wipe(self, generation: int) -> None:
         if generation == 1:
-            base = factory.shard_dir(self.settings, self.shard)
+            base = layout.shard_dir(self.settings, self.shard)
             for name in ("vectors", "keywords"):
                 shutil.rmtree(base / name, ignore_errors=True)
         else:
-            shutil.rmtree(factory.generation_dir(self.settings, self.shard, generation), ignore_errors=True)
+            shutil.rmtree(layout.generation_dir(self.settings, self.shard, generation), ignore_errors=True)
 
     def _copy(self, src: MemoryService, dst: MemoryService, wanted: Callable[[Entry], bool]) -> int:
         copied = 0

@@ -18,11 +18,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from actors.archive import SqliteArchive
+from actors.current import CurrentService
 from actors.extraction_queue import Writing
+from memcore import layout
 from memcore.errors import MemoryServiceError
-from memcore.ids import shard_of
 from memcore.model import Entry, UserKey
-from memcore.service import MemoryService
 from memcore.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 class Maintenance:
     def __init__(
         self,
-        service: MemoryService,
+        current: CurrentService,
         archive: SqliteArchive,
         settings: Settings,
         shard: int,
@@ -39,7 +39,7 @@ class Maintenance:
         *,
         start: bool = True,
     ) -> None:
-        self.service = service
+        self.current = current
         self.archive = archive
         self.settings = settings
         self.shard = shard
@@ -84,13 +84,11 @@ class Maintenance:
         if not ttl.apps:
             return 0
         now = time.time() if now is None else now
-        embedded = self.settings.vector_store.backend == "edge"
         candidates: dict[UserKey, list[str]] = {}
-        for e in self.service.vectors.scroll(None, include_deleted=False):
+        stored = self.current.get().vectors.scroll(None, include_deleted=False)
+        for e in layout.owned(self.settings, self.shard, stored):
             life = ttl.ttl_of(e.app)
             if life is None or e.updated_at.timestamp() >= now - life:
-                continue
-            if not embedded and shard_of(e.key, self.settings.shards) != self.shard:
                 continue
             candidates.setdefault(e.key, []).append(e.id)
         removed = 0
@@ -99,12 +97,12 @@ class Maintenance:
             seen = self.archive.last_access(key) if ttl.refresh_on_access else {}
             gone: list[str] = []
             with self._writing(key):
-                for entry in self.service.vectors.get(key, ids):
+                for entry in self.current.get().vectors.get(key, ids):
                     last = max(entry.updated_at.timestamp(), seen.get(entry.id, 0.0))
                     if not entry.active or last >= now - life:
                         continue
                     try:
-                        self.service.delete(key, entry.id, hard=True)
+                        self.current.get().delete(key, entry.id, hard=True)
                     except MemoryServiceError as exc:
                         log.warning("shard %d: expiring %s failed: %s", self.shard, entry.id, exc)
                         continue

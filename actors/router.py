@@ -18,15 +18,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from actors.shard import ShardCore
+from actors.shard import READS, ShardCore
 from memcore.errors import StoreError
 from memcore.ids import shard_of
 from memcore.model import UserKey
 from memcore.ports import Embedder
 from memcore.settings import Settings
-
-READ_METHODS = frozenset({"get", "read", "search", "search_json", "preload", "ping", "status", "count", "job", "recall",
-                          "embedder_info", "generation_info", "export", "export_users"})
 
 
 def actor_name(shard: int) -> str:
@@ -92,7 +89,7 @@ class RayShardBackend:
             try:
                 return await getattr(self.actor(shard), method).remote(*args)
             except (RayActorError, ActorUnavailableError) as exc:
-                if method not in READ_METHODS or time.monotonic() > deadline:
+                if method not in READS or time.monotonic() > deadline:
                     raise StoreError(
                         f"shard {shard} is restarting ({type(exc).__name__}); retry the request", field="shard"
                     ) from exc

@@ -31,21 +31,23 @@ import numpy as np
 from pydantic import TypeAdapter
 
 from actors.archive import JobRecord, RecallHit, SqliteArchive
+from actors.current import CurrentService
 from actors.extraction_queue import ExtractionJobs
 from actors.generations import Generations
 from actors.maintenance import Maintenance
 from actors.queues import Ticket, UserQueues
-from memcore import factory, preload, tools
+from memcore import factory, layout, preload, tools
 from memcore.errors import NotFoundError, PermissionDeniedError, ValidationError
 from memcore.extraction.events import cursor_of, parse_events
-from memcore.ids import memory_id, shard_of
+from memcore.ids import memory_id
 from memcore.model import Entry, InjectionMode, Memory, PreloadResult, SearchHit, SearchOptions, UserKey
 from memcore.ports import Embedder, Extractor, Vectors
 from memcore.service import MemoryService
 from memcore.settings import Settings, ToolMode
 from memcore.validation import check_session, validate
+from memcore.vocabulary import LOAD, SEARCH
 
-__all__ = ["Ack", "ShardCore", "Ticket", "UserQueues"]
+__all__ = ["READS", "WRITES", "Ack", "ShardCore", "Ticket", "UserQueues"]
 MAX_RECALL_RESULTS = 100
 _HITS_JSON = TypeAdapter(list[SearchHit])
 
@@ -75,37 +77,31 @@ class ShardCore:
         self.shard = shard
         self.started_at = time.time()
         generation = factory.current_generation(settings, shard)
-        self.service: MemoryService = factory.build_service(settings, shard, embedder, generation=generation)
-        self._dirty = factory.shard_dir(settings, shard) / "keywords.dirty"
+        self.current = CurrentService(factory.build_service(settings, shard, embedder, generation=generation))
+        self._dirty = layout.shard_dir(settings, shard) / "keywords.dirty"
         self._writers = 0
         self._frozen = False
         self._gate = threading.Condition()
         self._queues = UserQueues()
         self.rebuilt = self._recover()
-        self.archive = SqliteArchive(factory.shard_dir(settings, shard) / "archive.sqlite3")
-        self.jobs = ExtractionJobs(self.service, self.archive, settings, shard, self._writing,
+        self.archive = SqliteArchive(layout.shard_dir(settings, shard) / "archive.sqlite3")
+        self.jobs = ExtractionJobs(self.current, self.archive, settings, shard, self._writing,
                                    extractor=extractor, start=start_workers)
-        self.maintenance = Maintenance(self.service, self.archive, settings, shard, self._writing,
+        self.maintenance = Maintenance(self.current, self.archive, settings, shard, self._writing,
                                        start=start_workers)
-        self.generations = Generations(settings, shard, self.archive, lambda: self.service, self._serve,
-                                       self._freeze, generation)
+        self.generations = Generations(settings, shard, self.archive, self.current, self._freeze, generation)
 
     # ------------------------------------------------------------ lifecycle
     def _recover(self) -> int | None:
         """Rebuild the keyword index if an interrupted write left it stale; returns docs indexed or None."""
-        owned = factory.owned_entries_count(self.service, self.settings, self.shard)
+        owned = layout.owned_entries_count(self.service.vectors, self.settings, self.shard)
         indexed = self.service.keywords.count()
         staged = self.service.keywords.needs_rebuild
         if not self._dirty.exists() and not staged and owned == indexed:
             return None
         log.warning("shard %d: rebuilding keyword index (dirty=%s, staged=%s, vectors=%d, keywords=%d)",
                     self.shard, self._dirty.exists(), staged, owned, indexed)
-        entries = (
-            e
-            for e in self.service.vectors.scroll(None, include_deleted=False)
-            if self.settings.vector_store.backend == "edge"
-            or shard_of(e.key, self.settings.shards) == self.shard
-        )
+        entries = layout.owned(self.settings, self.shard, self.service.vectors.scroll(None, include_deleted=False))
         count = self.service.keywords.rebuild(entries)
         self._dirty.unlink(missing_ok=True)
         return count
@@ -114,7 +110,7 @@ class ShardCore:
         return {
             "shard": self.shard,
             "pid": os.getpid(),
-            "entries": factory.owned_entries_count(self.service, self.settings, self.shard),
+            "entries": layout.owned_entries_count(self.service.vectors, self.settings, self.shard),
             "keyword_docs": self.service.keywords.count(),
             "pending_writes": self._queues.pending(),
             "rebuilt_on_start": self.rebuilt,
@@ -169,9 +165,10 @@ class ShardCore:
                 self._frozen = False
                 self._gate.notify_all()
 
-    def _serve(self, service: MemoryService) -> None:
-        """Serve from ``service`` (called with the writes gate closed)."""
-        self.service = self.jobs.service = self.maintenance.service = service
+    @property
+    def service(self) -> MemoryService:
+        """The service this shard serves from now (:class:`actors.current.CurrentService`)."""
+        return self.current.get()
 
     def _write(self, key: UserKey, fn: Callable[[], T]) -> Ack:
         with self._writing(key) as seq:
@@ -248,7 +245,7 @@ class ShardCore:
             raise PermissionDeniedError(f"app {key.app!r} runs tools in {policy.tool_mode.value} mode (a deployment "
                                         f"setting), not {mode}", field="mode")
         exposed = policy.exposed_tools()
-        if name in (tools.SEARCH, tools.LOAD):
+        if name in (SEARCH, LOAD):
             return tools.execute(self.service, key, name, arguments, enabled=exposed)
         return self._write(key, lambda: tools.execute(self.service, key, name, arguments, enabled=exposed))
 
@@ -263,10 +260,7 @@ class ShardCore:
 
     def export_users(self, app: str) -> list[str]:
         """The users of ``app`` this shard owns (with at least one entry, tombstones count), sorted."""
-        users = self.service.users(app)
-        if self.settings.vector_store.backend == "edge":
-            return users
-        return [u for u in users if shard_of(UserKey(app=app, user=u), self.settings.shards) == self.shard]
+        return [u for u in self.service.users(app) if layout.owns(self.settings, self.shard, UserKey(app=app, user=u))]
 
     def export(self, key: UserKey) -> list[Entry]:
         """Every entry of ``key``, tombstones included, ordered by id (a backup; no TTL refresh)."""
@@ -354,3 +348,14 @@ class ShardCore:
 
     def drop_generation(self, generation: int) -> dict[str, Any]:
         return self.generations.drop(generation)
+
+
+#: The shard's remote calls, split once (a test checks the split against :class:`ShardCore`):
+#: a read may be retried on a restarting actor; a write never is (an update is not idempotent).
+READS = frozenset({"status", "get", "read", "search", "search_json", "preload", "ping", "job", "recall",
+                   "embedder_info", "generation_info", "export", "export_users"})
+WRITES = frozenset({"add", "add_many", "backfill", "update", "delete", "clear", "tool", "restore", "ingest",
+                    "begin_generation", "reextract_user", "switch_generation", "abort_generation",
+                    "drop_generation"})
+LOCAL = frozenset({"close"})
+"""Methods of the object itself, never called through a backend."""

@@ -29,21 +29,17 @@ import argparse
 import json
 import logging
 import os
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):  # run as a script: the repo root on the path, not bench/
-    _here = Path(__file__).resolve().parent
-    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _here]
-    sys.path.insert(0, str(_here.parent))
-from bench.common import LOCOMO, RESULTS, machine_info, md_table, plot_style, write_json
+from bench.data import LOCOMO
+from bench.process_memory import memory_bytes
+from bench.report import RESULTS, machine_info, md_table, plot_style, write_json
 from jobs import locomo
 from jobs.backfill import BackfillOptions, Source, run_backfill
-from jobs.common import memory_bytes
 from memcore.extraction.events import Event
 from memcore.extraction.verbatim import VerbatimExtractor
 

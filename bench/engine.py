@@ -28,29 +28,9 @@ from typing import Any
 
 import numpy as np
 
-if __package__ in (None, ""):  # run as a script: the repo root, not bench/ (bench/http.py would shadow http)
-    _here = Path(__file__).resolve().parent
-    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _here]
-    sys.path.insert(0, str(_here.parent))
-from bench.common import (
-    PALETTE,
-    Stopwatch,
-    embed_cached,
-    instrumented,
-    latency_bars,
-    load_average,
-    load_locomo,
-    machine_info,
-    md_table,
-    memory_dataset,
-    memory_texts,
-    percentiles,
-    plot_style,
-    profile_top,
-    time_calls,
-    topk,
-    write_json,
-)
+from bench.data import embed_cached, load_locomo, memory_dataset, memory_texts
+from bench.report import PALETTE, latency_bars, load_average, machine_info, md_table, plot_style, write_json
+from bench.timing import Stopwatch, instrumented, percentiles, profile_top, time_calls, topk
 
 APP = "bench"
 POOL_NOTE = "candidate_pool=100 per list (ServiceConfig default), max_results=10"
@@ -138,7 +118,12 @@ def breakdown(svc: Any, queries: list, qvecs: np.ndarray) -> dict[str, Any]:
     sw = {k: Stopwatch() for k in names}
     fetched: list[int] = []
     get = svc.vectors.get
-    svc.vectors.get = lambda key, ids: (fetched.append(len(ids)), get(key, ids))[1]
+
+    def counted_get(key: Any, ids: Any) -> Any:
+        fetched.append(len(ids))
+        return get(key, ids)
+
+    svc.vectors.get = counted_get  # type: ignore[method-assign]
     targets = [(svc.vectors, "search", sw["vector_search"]), (svc.keywords, "search", sw["keyword_search"]),
                (svc.vectors, "get", sw["entry_fetch"]), (svc, "search", sw["total"])]
     if isinstance(svc.vectors, qedge.QdrantEdgeStore):  # Entry parsing inside the edge adapter's search/get
@@ -171,7 +156,7 @@ def add_single(svc: Any, texts: list[str], vecs: np.ndarray, users: int, seed: i
     items = [(user_key(int(rng.integers(users))), {"text": t}, vecs[int(rng.integers(len(vecs)))][None, :])
              for t in texts]
     add = lambda it: svc.add(it[0], it[1], vector=it[2])  # noqa: E731
-    out = percentiles(time_calls(add, items[5:-30], warmup=0))
+    out: dict[str, Any] = {**percentiles(time_calls(add, items[5:-30], warmup=0))}
     out["profile"] = profile_top(add, items[-30:], top=12)  # 30 more adds, profiled (not in the timings)
     return out
 

@@ -27,20 +27,9 @@ from typing import Any
 
 import numpy as np
 
-if __package__ in (None, ""):  # run as a script: the repo root, not bench/ (bench/http.py would shadow http)
-    _here = Path(__file__).resolve().parent
-    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _here]
-    sys.path.insert(0, str(_here.parent))
-from bench.common import (
-    embed_cached,
-    load_average,
-    machine_info,
-    memory_dataset,
-    memory_texts,
-    percentiles,
-    time_calls,
-    write_json,
-)
+from bench.data import embed_cached, memory_dataset, memory_texts
+from bench.report import load_average, machine_info, write_json
+from bench.timing import percentiles, time_calls
 
 DIM = 384
 
@@ -107,9 +96,9 @@ def dense_probe(vecs: np.ndarray, mems: list, user_of: np.ndarray, queries: np.n
 
     from bench.engine import user_key
     from memcore.ids import memory_id, point_id
-    from memcore.model import Entry, Memory, UserKey, now_utc
+    from memcore.model import Entry, Memory, now_utc
     from memcore.stores.qdrant_common import from_payload, scope_filter
-    from memcore.stores.qdrant_edge import QdrantEdgeStore, _edge_filter
+    from memcore.stores.qdrant_edge import QdrantEdgeStore, edge_filter
 
     now = now_utc()
     counts = np.bincount(user_of)
@@ -131,8 +120,8 @@ def dense_probe(vecs: np.ndarray, mems: list, user_of: np.ndarray, queries: np.n
         picks = {"median_user": int(order[len(order) // 2]), "p99_user": int(order[int(len(order) * 0.99)]),
                  "largest_user": int(order[-1])}
         for label, u in picks.items():
-            key: UserKey = user_key(u)
-            flt = _edge_filter(scope_filter(key, active_only=True))
+            key = user_key(u)
+            flt = edge_filter(scope_filter(key, active_only=True))
 
             def with_payload(j: int, flt: Any = flt) -> list:
                 req = qe.QueryRequest(limit=100, query=qe.Query.Nearest(queries[j].tolist()), filter=flt,
@@ -180,7 +169,7 @@ def main() -> int:
     ap.add_argument("--probes", nargs="+", default=["wal", "add", "dense", "threads"])
     ap.add_argument("--out", type=Path, default=Path("bench/results/engine_probes.json"))
     args = ap.parse_args()
-    from bench.common import load_locomo
+    from bench.data import load_locomo
 
     texts, base = memory_texts(args.entries, args.seed)
     def no_embedding(_: list[str]) -> np.ndarray:

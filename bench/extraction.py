@@ -25,7 +25,6 @@ counted (``jobs_without_new_entry``) and left out of the latencies.
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -33,22 +32,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):  # run as a script: the repo root, not bench/ (bench/http.py would shadow http)
-    _here = Path(__file__).resolve().parent
-    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _here]
-    sys.path.insert(0, str(_here.parent))
-from bench.common import (
-    RESULTS,
-    Stopwatch,
-    fmt_ms,
-    instrumented,
-    load_locomo,
-    machine_info,
-    md_table,
-    percentiles,
-    plot_style,
-    write_json,
-)
+from bench.data import load_locomo
+from bench.report import RESULTS, machine_info, md_table, plot_style, write_json
+from bench.timing import Stopwatch, fmt_ms, instrumented, percentiles
 from memcore.extraction.events import ExtractionResult
 from memcore.extraction.wrapper import ExtractorWrapper
 from memcore.ports import Extractor
@@ -87,7 +73,7 @@ def session_events(pairs: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:
 
 def llm_answer(request: dict[str, Any]) -> Any:
     """One memory_add with the (last) user turn of the new conversation."""
-    from tests.scripted_llm import messages_text, tool_call
+    from testkit.scripted_llm import messages_text, tool_call
 
     text = messages_text(request, "user").split("New conversation", 1)[-1]
     said = [x.split(": ", 1)[-1] for x in text.splitlines() if "] User: " in x][-1]
@@ -101,16 +87,15 @@ def run_scenario(kind: str, *, jobs: int, delay_ms: float, data_dir: Path, embed
     from memcore.model import UserKey
     from memcore.service import MemoryService
     from memcore.settings import Settings
-    from tests.scripted_llm import Reply, ScriptedLLM
+    from testkit.scripted_llm import Reply, ScriptedLLM
 
     key = UserKey(app="bench", user="u1")
     llm = None
     extractor_cfg: dict[str, Any] = {}
     if kind == "llm":
         delay = delay_ms / 1000.0
-        llm = ScriptedLLM([lambda req: Reply(tool_calls=tuple(llm_answer(req)), delay=delay)] * (jobs + 5))
-        # this server's handler class only: answer without Nagle's ~40 ms delayed-ACK stall
-        llm._server.RequestHandlerClass.disable_nagle_algorithm = True  # type: ignore[attr-defined]
+        llm = ScriptedLLM([lambda req: Reply(tool_calls=tuple(llm_answer(req)), delay=delay)] * (jobs + 5),
+                          no_delay=True)
         llm.start()
         extractor_cfg = {"base_url": llm.base_url, "model": "scripted"}
     settings = Settings.model_validate({"data_dir": data_dir, "shards": 1, "embedder": {"kind": embedder_kind},
@@ -163,7 +148,7 @@ def run_scenario(kind: str, *, jobs: int, delay_ms: float, data_dir: Path, embed
         core.close()
         if llm is not None:
             llm.close()
-    stats = {name: percentiles([row[name] for row in rows]) for name in rows[0]}
+    stats: dict[str, Any] = {name: percentiles([row[name] for row in rows]) for name in rows[0]}
     machinery = [row["overhead_ms"] - row["writes_ms"] - row["searches_ms"] for row in rows]
     stats["machinery_ms"] = percentiles(machinery)
     stats["jobs_without_new_entry"] = skipped

@@ -3,7 +3,7 @@ in-process engine on the same data in the same run.
 
     unshare -n sh -c 'ip link set lo up && .venv/bin/python bench/http_api.py --entries 100000'
 
-1. N memory texts over 1,000 users (bench/common.py's LoCoMo-derived data), embedded once
+1. N memory texts over 1,000 users (bench/data.py's LoCoMo-derived data), embedded once
    with the configured embedder (cached under bench/results/cache/), written straight into
    the shard stores of a fresh data directory (4 shards, as `memctl up` deploys);
 2. in-process: ``ShardCore.search`` / ``ShardCore.add`` on those stores (query embedding included);
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -25,20 +24,10 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from bench.common import (
-    RESULTS,
-    embed_cached,
-    load_locomo,
-    machine_info,
-    md_table,
-    memory_dataset,
-    memory_texts,
-    percentiles,
-    plot_style,
-    write_json,
-)
+from bench.data import embed_cached, load_locomo, memory_dataset, memory_texts
+from bench.report import RESULTS, machine_info, md_table, plot_style, write_json
+from bench.serve_cluster import start_serve, stop_serve
+from bench.timing import percentiles
 
 APP = "bench"
 
@@ -118,32 +107,7 @@ async def _drive(base: str, concurrency: int, jobs: list[tuple[str, dict[str, An
 
 def over_http(settings: Any, queries: list[tuple[int, str]], levels: list[int], adds: int, port: int) -> dict:
     """The HTTP figures with ``settings.http.ingress``; Ray starts with the environment memctl gives it."""
-    from cluster.deploy import process_env
-
-    with process_env(settings):
-        return _over_http(settings, queries, levels, adds, port)
-
-
-def _over_http(settings: Any, queries: list[tuple[int, str]], levels: list[int], adds: int, port: int) -> dict:
-    import httpx
-    import ray
-    from ray import serve
-
-    from memcore.settings import to_plain
-    from serve_apps.builder import build_app
-
-    ray.init(address="local", num_cpus=4, include_dashboard=False, logging_level="ERROR", log_to_driver=False,
-             namespace=settings.namespace)
-    serve.start(http_options={"host": "127.0.0.1", "port": port})
-    serve.run(build_app({"settings": to_plain(settings)}), name="memcluster", route_prefix="/")
-    base = f"http://127.0.0.1:{port}"
-    for _ in range(600):
-        try:
-            if httpx.get(f"{base}/readyz", timeout=5).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
+    base = start_serve(settings, port)
 
     def path(u: int, tail: str) -> str:
         return f"/v1/apps/{APP}/users/user-{u:04d}{tail}"
@@ -160,8 +124,7 @@ def _over_http(settings: Any, queries: list[tuple[int, str]], levels: list[int],
                      {"text": f"http bench note {c}-{i} about {queries[i % len(queries)][1]}"}) for i in range(adds)]
         out["add"][str(c)] = asyncio.run(_drive(base, c, add_jobs))
         print(f"c={c}: search {out['search'][str(c)]} add {out['add'][str(c)]}", flush=True)
-    serve.shutdown()
-    ray.shutdown()
+    stop_serve()
     return out
 
 

@@ -2,7 +2,7 @@
 
     RAY_USAGE_STATS_ENABLED=0 unshare -n sh -c 'ip link set lo up && .venv/bin/python -m bench.load'
 
-1. N memory texts (default 20,000; bench/common.py's LoCoMo-derived data) over 200 users, embedded
+1. N memory texts (default 20,000; bench/data.py's LoCoMo-derived data) over 200 users, embedded
    once with the configured embedder (the settings default unless ``--embedder``; cached under
    bench/results/cache/) and written straight into the shard stores of a fresh data directory;
 2. those stores behind Ray Serve (ingress + embedder deployment + shard actors), started in this
@@ -29,7 +29,6 @@ import argparse
 import asyncio
 import json
 import shutil
-import sys
 import tempfile
 import time
 from collections import Counter
@@ -41,22 +40,13 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from bench.common import (
-    RESULTS,
-    embed_cached,
-    load_average,
-    load_locomo,
-    machine_info,
-    memory_dataset,
-    memory_texts,
-    percentiles,
-    write_json,
-)
+from bench.data import embed_cached, load_locomo, memory_dataset, memory_texts
 from bench.http_api import APP, populate
 from bench.load_report import KINDS, SUSTAINED_FRACTION, goals, plot, report
 from bench.process_memory import MemorySampler, memory_trend
+from bench.report import RESULTS, load_average, machine_info, write_json
+from bench.serve_cluster import start_serve, stop_serve
+from bench.timing import percentiles
 
 MIX = (0.70, 0.20, 0.10)
 OK_STATUS = frozenset({200, 201, 202, 204})
@@ -170,42 +160,6 @@ def summarize(rate: float, duration: float, outcomes: list[Outcome], t0: float, 
 
 
 # ----------------------------------------------------------------------------- the deployment
-def start_serve(settings: Any, port: int) -> str:
-    import httpx
-    import ray
-    from ray import serve
-
-    from cluster.deploy import process_env
-    from memcore.settings import to_plain
-    from serve_apps.builder import build_app
-
-    with process_env(settings):  # the Ray processes get the environment memctl gives them
-        ray.init(address="local", num_cpus=4, object_store_memory=300_000_000, include_dashboard=False,
-                 logging_level="ERROR", log_to_driver=False, namespace=settings.namespace)
-    serve.start(http_options={"host": "127.0.0.1", "port": port})
-    serve.run(build_app({"settings": to_plain(settings)}), name="memcluster", route_prefix="/")
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{base}/readyz", timeout=5).status_code == 200:
-                return base
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    raise RuntimeError("the Serve app did not become ready within 300 s")
-
-
-def stop_serve() -> None:
-    import ray
-    from ray import serve
-
-    try:
-        serve.shutdown()
-    finally:
-        ray.shutdown()
-
-
 async def drive(base: str, work: Workload, args: argparse.Namespace, sampler: MemorySampler,
                 log: Callable[[str], None]) -> dict[str, Any]:
     import httpx
@@ -281,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.replot:
         out = Path(args.out)
-        res = json.loads(out.read_text())
+        res: dict[str, Any] = json.loads(out.read_text())
         plot(res, res["memory_samples"], out.with_suffix(".png"))
         out.with_suffix(".md").write_text(report(res))
         print(report(res))
@@ -313,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
         del embedder, vecs
         work = Workload(users=[int(u) for u in np.unique(user_of)], questions=[q.text for q in questions],
                         turns=[t.text.split(": ", 1)[-1] for t in turns], rng=np.random.default_rng(args.seed))
-        res: dict[str, Any] = {"machine": machine_info(), "config": {
+        res = {"machine": machine_info(), "config": {
             "entries": args.entries, "users": args.users, "shards": settings.shards,
             "embedder": settings.embedder.kind, "ingress": args.ingress,
             "embed_passages_per_s": meta.get("passages_per_s"),
@@ -321,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
                                                                                                   strict=True)),
             "max_inflight": args.max_inflight, "timeout_s": args.timeout, "max_requests": args.max_requests,
             "arrivals": "poisson", "seed": args.seed}}
-        base_url = start_serve(settings, args.port)
+        base_url = start_serve(settings, args.port, object_store_memory=300_000_000)
         log(f"Serve ready at {base_url} ({time.monotonic() - started:.0f} s since start)")
         sampler = MemorySampler()
         sampler.start()

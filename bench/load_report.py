@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bench.common import md_table, plot_style
+from bench.report import md_table, plot_style
 
 KINDS = ("search", "add", "ingest")
 SUSTAINED_FRACTION = 0.95

@@ -11,6 +11,7 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -105,3 +106,18 @@ def memory_trend(samples: list[dict[str, Any]], key: str = "rss") -> dict[str, A
     first, last = float(np.mean(values[:third])), float(np.mean(values[-third:]))
     return {"n": len(values), "first_third_mb": round(first, 1), "last_third_mb": round(last, 1),
             "change_pct": round(100 * (last - first) / first, 2), "max_mb": round(max(values), 1)}
+
+
+def memory_bytes(pids: list[int], field: str = "Pss") -> int:
+    """Memory of these processes from /proc/<pid>/smaps_rollup: ``Pss`` (shared pages — the object
+    store's mapping, libraries — split between the processes that map them) or ``Rss``."""
+    total = 0
+    for pid in pids:
+        try:
+            for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+                if line.startswith(f"{field}:"):
+                    total += int(line.split()[1]) * 1024
+                    break
+        except (OSError, ValueError, IndexError):
+            continue
+    return total

@@ -4,7 +4,7 @@
     python -m bench.retrieval --quick                         # 2 conversations
     python -m bench.retrieval --configs hybrid-turn,bm25-turn --out /tmp/r.json
     python -m bench.retrieval --via backfill --configs tuned-window1-merged   # through the backfill job (Ray)
-    memctl bench locomo --data FILE --out RESULT.json         # the default configuration, --via backfill
+    python -m bench locomo --data FILE --out RESULT.json         # the default configuration, --via backfill
 
 The default configuration (``tuned-window1-merged``) is the engine's own default path: the
 backfill job's default verbatim granularity (``window``, +-1 turn) and a search with every fusion
@@ -43,17 +43,15 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):  # run as a script: the repo root, not bench/ (bench/http.py would shadow http)
-    _here = Path(__file__).resolve().parent
-    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _here]
-    sys.path.insert(0, str(_here.parent))
-
-from bench.common import LOCOMO, RESULTS, load_average, machine_info, percentiles, write_json
+from bench.data import LOCOMO
 from bench.locomo import Conversation, load
 from bench.recall import HEADLINE, Scored, aggregate, score
+from bench.report import RESULTS, load_average, machine_info, write_json
+from bench.retrieval_backfill import ingest_backfill
 from bench.retrieval_kit import PLAIN, Embedders, IndexSpec, Ingested, Knobs, ingest
 from bench.retrieval_report import GOAL, goal_met, write_reports
 from bench.retrieval_shape import Archive, Post, shape
+from bench.timing import percentiles
 
 
 @dataclass(frozen=True)
@@ -174,8 +172,12 @@ class Indexes:
     def get(self, spec: IndexSpec, knobs: Knobs) -> Ingested:
         key = (spec, knobs.pool)
         if key not in self._open:
-            self._open[key] = ingest(self.data.convs(spec.captions), spec, self.embedders, knobs, self.log,
-                                     via=self.via, workdir=self.workdir, data=self.data.path, limit=self.data.limit)
+            convs = self.data.convs(spec.captions)
+            if self.via == "backfill":
+                self._open[key] = ingest_backfill(self.data.path, self.data.limit, convs, spec, self.embedders, knobs,
+                                                  self.log, workdir=self.workdir)
+            else:
+                self._open[key] = ingest(convs, spec, self.embedders, knobs, self.log, workdir=self.workdir)
         return self._open[key]
 
     def keep_only(self, needed: set[tuple[IndexSpec, int]]) -> None:

@@ -1,4 +1,4 @@
-"""The retrieval benchmark's ingest through the real backfill job (``--via backfill``, ``memctl bench locomo``).
+"""The retrieval benchmark's ingest through the real backfill job (``--via backfill``, ``python -m bench locomo``).
 
 The LoCoMo file is converted by :mod:`jobs.locomo` (each conversation one user of app ``locomo``),
 written by :func:`jobs.backfill.run_backfill` (Ray Data: validate → verbatim extraction with the
@@ -71,8 +71,7 @@ def ingest_backfill(
                 ray.get(h.close.remote(), timeout=60)
             finally:
                 ray.kill(h, no_restart=True)
-        for key in [k for k in common._HANDLES if k[0] == namespace]:
-            del common._HANDLES[key]
+        common.forget_handles(namespace)
         tmp.cleanup()
         if started:
             ray.shutdown()

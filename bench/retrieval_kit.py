@@ -5,7 +5,7 @@
   each side, provenance = every covered turn); ``fmt="date"`` prefixes each entry with its session date.
 - :func:`ingest` writes every conversation (one user each) into one plain :class:`MemoryService`
   (Qdrant Edge in a temp dir + Tantivy + the embedder), with passage vectors from
-  :func:`bench.common.embed_cached`; ``via="backfill"`` (:mod:`bench.retrieval_backfill`) runs the
+  :func:`bench.data.embed_cached`; :func:`bench.retrieval_backfill.ingest_backfill` runs the
   real backfill job into shard actors instead and searches through them.
 - :class:`Knobs` are the search options a configuration sets; a knob left ``None`` is the engine's
   default (:class:`memcore.settings.SearchDefaults`), so ``Knobs()`` is exactly the engine's default path.
@@ -26,8 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from bench.common import embed_cached, percentiles, time_calls
+from bench.data import embed_cached
 from bench.locomo import APP, Conversation
+from bench.timing import percentiles, time_calls
 from memcore.extraction.verbatim import VerbatimExtractor
 from memcore.model import Memory, SearchHit, SearchOptions, UserKey
 from memcore.ports import Embedder
@@ -131,7 +132,8 @@ class Knobs:
 
 
 #: The seeds' engine before this benchmark (plain RRF k=60, raw BM25 query, no date boost, no merging).
-PLAIN = {"rrf_k": 60, "w_dense": 1.0, "w_sparse": 1.0, "bm25_query": "raw", "date_boost": False, "merge": False}
+PLAIN: dict[str, Any] = {"rrf_k": 60, "w_dense": 1.0, "w_sparse": 1.0, "bm25_query": "raw", "date_boost": False,
+                         "merge": False}
 
 
 # ----------------------------------------------------------------------------- ingest
@@ -169,14 +171,10 @@ class Ingested:
 
 def ingest(
     convs: Sequence[Conversation], spec: IndexSpec, embedders: Embedders, knobs: Knobs, log: Log, *,
-    via: str = "inprocess", workdir: Path | None = None, data: Path | None = None, limit: int | None = None,
+    workdir: Path | None = None,
 ) -> Ingested:
-    """Verbatim extraction of every session into a fresh store: in-process, or through the backfill job."""
-    if via == "backfill":
-        from bench.retrieval_backfill import ingest_backfill
-
-        assert data is not None, "the backfill path reads the LoCoMo file itself"
-        return ingest_backfill(data, limit, convs, spec, embedders, knobs, log, workdir=workdir)
+    """Verbatim extraction of every session into a fresh in-process store (the backfill job's path is
+    :func:`bench.retrieval_backfill.ingest_backfill`)."""
     from memcore.stores.qdrant_edge import QdrantEdgeStore
     from memcore.stores.tantivy_index import TantivyIndex
 

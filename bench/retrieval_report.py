@@ -7,8 +7,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.common import fmt_ms, md_table, plot_style, write_json
 from bench.locomo import CATEGORIES
+from bench.report import md_table, plot_style, write_json
+from bench.timing import fmt_ms
 
 GOAL = {"session_recall_any@5": 0.95, "turn_recall_all@10": 0.85}
 #: Measured on this machine, same file, same scoring, all-MiniLM-L6-v2 (ARCHITECTURE.md), categories 1-4:

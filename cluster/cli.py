@@ -9,7 +9,6 @@
   memctl backfill (--input PATH_OR_URI ... | --locomo FILE --app APP) [--format jsonl|parquet] [--concurrency N]
   memctl reextract [--apps A ...] [--users U ...] [--policy P] [--extractor-base-url URL] [--model M]
                    [--granularity G] [--concurrency N] | --drop-generation N | --list
-  memctl bench locomo --data FILE --out RESULT.json [--limit N]
 
 ``up`` starts a local Ray head on loopback, deploys the Serve apps of the config with embedded
 defaults, waits until ``/readyz`` answers and prints the base URL. ``down`` stops what ``up``
@@ -288,9 +287,6 @@ def parser() -> argparse.ArgumentParser:
     from cluster import jobs_cli  # backfill, reextract (Ray Data jobs)
 
     jobs_cli.add_parsers(sub, _state, DEFAULT_CONFIG)
-    from cluster import bench_cli  # bench locomo
-
-    bench_cli.add_parsers(sub)
     return p
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
+import logging
 import os
 import shutil
 import signal
@@ -177,7 +178,7 @@ def apply(plan: Plan, address: str) -> str:
     import ray
     from ray import serve
 
-    ray.init(address=address, namespace=plan.settings.namespace, logging_level="ERROR", log_to_driver=False)
+    ray.init(address=address, namespace=plan.settings.namespace, logging_level=logging.ERROR, log_to_driver=False)
     try:
         serve.start(http_options={"host": plan.host, "port": plan.port})
         for app in plan.apps:
@@ -217,7 +218,7 @@ def shutdown(address: str, namespace: str) -> None:
     from actors.router import actor_name
 
     try:
-        ray.init(address=address, namespace=namespace, logging_level="ERROR", log_to_driver=False)
+        ray.init(address=address, namespace=namespace, logging_level=logging.ERROR, log_to_driver=False)
     except (ConnectionError, RuntimeError):
         return
     try:

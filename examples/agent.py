@@ -6,9 +6,9 @@ question), (2) offers the service's exposed memory tools to the model, (3) execu
 model's tool calls through ``POST .../tools/{name}`` and loops until the model answers, and
 (4) sends the session's messages, as it holds them, to the service's ingest route: auto memory
 extracts what is worth keeping in the background (in an app whose tool mode is ``auto`` the model
-gets no write tools at all, and this is how memories form; the service decides the mode). Commands: ``/memory`` waits for the
-session's extraction job and lists the user's memories, ``/new`` starts a new session (the
-conversation resets, the memories stay), ``/exit`` ends.
+gets no write tools at all, and this is how memories form; the service decides the mode).
+Commands: ``/memory`` waits for the session's extraction job and lists the user's memories,
+``/new`` starts a new session (the conversation resets, the memories stay), ``/exit`` ends.
 
 Environment: ``OPENAI_BASE_URL``, ``OPENAI_API_KEY``, ``OPENAI_MODEL`` (the chat model) and
 ``MEMCLUSTER_URL``, ``MEMCLUSTER_API_KEY`` (the memory service)::

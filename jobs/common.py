@@ -12,7 +12,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 from actors.router import actor_name
@@ -41,6 +40,12 @@ def shard_handle(settings: Settings, shard: int) -> Any:
                 "is memcluster running (memctl up)?") from exc
         _HANDLES[key] = handle
     return handle
+
+
+def forget_handles(namespace: str) -> None:
+    """Drop this process's cached handles of ``namespace``'s shard actors (after they were killed)."""
+    for key in [k for k in _HANDLES if k[0] == namespace]:
+        del _HANDLES[key]
 
 
 def shard_handles(settings: Settings) -> list[Any]:
@@ -103,21 +108,6 @@ def progress(stats: Any, render: Callable[[dict[str, Any]], str], log: Callable[
         stop.set()
         if thread.is_alive():
             thread.join(5)
-
-
-def memory_bytes(pids: list[int], field: str = "Pss") -> int:
-    """Memory of these processes from /proc/<pid>/smaps_rollup: ``Pss`` (shared pages — the object
-    store's mapping, libraries — split between the processes that map them) or ``Rss``."""
-    total = 0
-    for pid in pids:
-        try:
-            for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-                if line.startswith(f"{field}:"):
-                    total += int(line.split()[1]) * 1024
-                    break
-        except (OSError, ValueError, IndexError):
-            continue
-    return total
 
 
 def named(fn: Callable[[Any], Any], name: str) -> Callable[[Any], Any]:

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jobs.common import named, progress, shard_handles, stats_actor
-from memcore import factory
+from memcore import factory, layout
 from memcore.model import UserKey
 from memcore.settings import ExtractorSettings, Settings
 
@@ -227,7 +227,7 @@ def _server_collection(settings: Settings, generation: int, action: str) -> str 
         return None
     from memcore.stores.qdrant import alias_target, switch_alias
 
-    name = factory.generation_collection(vs.collection, generation)
+    name = layout.generation_collection(vs.collection, generation)
     with factory.server_client(settings) as client:
         if action in ("delete", "drop"):
             if (generation > 1 or action == "drop") and alias_target(client, name) is None \

@@ -17,14 +17,12 @@ all shards of a ``LocalShardBackend``, standing in for a Qdrant server).
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memcore.errors import ValidationError
-from memcore.ids import shard_of
+from memcore.layout import CURRENT_FILE, generation_collection, generation_dir, shard_dir
 from memcore.ports import Embedder, KeywordIndex, VectorStore
 from memcore.service import MemoryService
 from memcore.settings import EmbedderSettings, Settings
@@ -49,27 +47,6 @@ def build_embedder(cfg: EmbedderSettings) -> Embedder:
     elif cfg.kind == "hashing":
         options = {"dim": cfg.dim or 256}
     return _build(cfg.kind, **options)
-
-
-CURRENT_FILE = "current"
-_GEN_DIR = re.compile(r"^gen-(\d{4,})$")
-
-
-def shard_dir(settings: Settings, shard: int) -> Path:
-    return Path(settings.data_dir) / "shards" / f"{shard:04d}"
-
-
-def generation_dir(settings: Settings, shard: int, generation: int = 1) -> Path:
-    """Where generation ``generation`` of shard ``shard`` keeps its vectors and keywords."""
-    if generation < 1:
-        raise ValueError("generations are numbered from 1")
-    base = shard_dir(settings, shard)
-    return base if generation == 1 else base / f"gen-{generation:04d}"
-
-
-def generation_collection(collection: str, generation: int = 1) -> str:
-    """The Qdrant server collection of a generation (generation 1 keeps the configured name)."""
-    return collection if generation == 1 else f"{collection}_g{generation}"
 
 
 _SHARED_CLIENTS: dict[str, QdrantClient] = {}
@@ -148,15 +125,6 @@ def set_current_generation(settings: Settings, shard: int, generation: int) -> N
         os.close(fd)
 
 
-def generations_on_disk(settings: Settings, shard: int) -> list[int]:
-    """Generations with a directory under the shard (1 when its legacy stores exist), ascending."""
-    base = shard_dir(settings, shard)
-    found = {1} if (base / "vectors").exists() or (base / "keywords").exists() else set()
-    if base.is_dir():
-        found |= {int(m.group(1)) for p in base.iterdir() if p.is_dir() and (m := _GEN_DIR.match(p.name))}
-    return sorted(found)
-
-
 def build_vector_store(settings: Settings, shard: int, dim: int, generation: int = 1) -> VectorStore:
     vs = settings.vector_store
     if vs.backend == "server":
@@ -202,14 +170,3 @@ def build_service(
         vectors.close()
         raise
     return MemoryService(vectors, keywords, emb, settings.service)
-
-
-def owned_entries_count(service: MemoryService, settings: Settings, shard: int) -> int:
-    """Active entries this shard owns (the whole store in embedded mode)."""
-    if settings.vector_store.backend == "edge":
-        return service.vectors.count(None)
-    return sum(
-        1
-        for e in service.vectors.scroll(None, include_deleted=False)
-        if shard_of(e.key, settings.shards) == shard
-    )

@@ -122,8 +122,11 @@ class KeywordIndex(Protocol):
 class Embedder(Protocol):
     """Text to L2-normalised float32 vectors; queries and passages may be encoded differently."""
 
-    name: str
-    dim: int
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def dim(self) -> int: ...
 
     def embed_passages(self, texts: Sequence[str]) -> Vectors:
         ...

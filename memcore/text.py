@@ -10,15 +10,15 @@ import re
 import unicodedata
 from collections.abc import Iterable
 
-_CJK_RANGES = (
+CJK_RANGES = (
     "\u3040-\u30ff"  # hiragana, katakana
     "\u3400-\u4dbf"  # CJK ext A
     "\u4e00-\u9fff"  # CJK unified
     "\uf900-\ufaff"  # compatibility ideographs
     "\uac00-\ud7af"  # hangul syllables
 )
-_TOKEN_RE = re.compile(rf"[{_CJK_RANGES}]|[^\W_{_CJK_RANGES}]+(?:[.'’][^\W_{_CJK_RANGES}]+)*", re.UNICODE)
-_CJK_RE = re.compile(rf"[{_CJK_RANGES}]")
+_TOKEN_RE = re.compile(rf"[{CJK_RANGES}]|[^\W_{CJK_RANGES}]+(?:[.'’][^\W_{CJK_RANGES}]+)*", re.UNICODE)
+_CJK_RE = re.compile(rf"[{CJK_RANGES}]")
 _SPACE_RE = re.compile(r"\s+")
 
 NEGATION_WORDS: frozenset[str] = frozenset(

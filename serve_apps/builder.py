@@ -67,7 +67,7 @@ def build_app(args: AppArgs | dict[str, Any] | None = None) -> Application:
         num_replicas=settings.embedder_replicas,
         ray_actor_options={"num_cpus": parsed.embedder_num_cpus},
         max_ongoing_requests=256,
-    ).bind(settings.embedder.model_dump(mode="json") | _secret(settings))
+    ).bind(settings.embedder.model_dump(mode="json") | _secret(settings))  # type: ignore[attr-defined]
     ingress_opts: dict[str, Any] = {
         "name": INGRESS_NAME,
         "ray_actor_options": {"num_cpus": parsed.ingress_num_cpus},
@@ -78,7 +78,7 @@ def build_app(args: AppArgs | dict[str, Any] | None = None) -> Application:
     else:
         ingress_opts["num_replicas"] = settings.ingress_replicas
     ingress_cls = serve.ingress()(IngressDeployment)
-    return serve.deployment(ingress_cls, **ingress_opts).bind(settings, embedder)
+    return serve.deployment(ingress_cls, **ingress_opts).bind(settings, embedder)  # type: ignore[attr-defined]
 
 
 def _secret(settings: Settings) -> dict[str, Any]:

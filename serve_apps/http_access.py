@@ -23,9 +23,10 @@ from starlette.exceptions import HTTPException
 from starlette.types import Scope
 
 from actors.backend import ShardBackend
-from memcore.errors import AuthenticationError, PermissionDeniedError, StoreError, ValidationError
+from memcore.errors import AuthenticationError, PermissionDeniedError, ValidationError
 from memcore.ports import Embedder
 from memcore.settings import HttpSettings, Settings
+from serve_apps.deps import state
 from serve_apps.http_errors import response_for
 
 ROUTE_T0 = "memcluster.t0"
@@ -42,14 +43,6 @@ def attach(app: FastAPI, backend: ShardBackend, settings: Settings, query_embedd
     app.state.query_embedder = query_embedder
 
 
-def _state(request: Request) -> tuple[ShardBackend, Settings]:
-    backend = getattr(request.app.state, "backend", None)
-    settings = getattr(request.app.state, "settings", None)
-    if backend is None or settings is None:
-        raise StoreError("the service is starting: no shard backend attached yet", field="backend")
-    return backend, settings
-
-
 def _digest(secret: str) -> bytes:
     return hashlib.sha256(secret.encode("utf-8")).digest()
 
@@ -59,7 +52,7 @@ def granted_apps(request: Request) -> set[str] | None:
 
     Every configured key is compared in constant time; a missing or unknown key is 401.
     """
-    _, settings = _state(request)
+    _, settings = state(request)
     keys = settings.api_key_map()
     if not keys:
         return None
@@ -137,7 +130,7 @@ class KeyRoute(ScopedRoute):
 _IMPORT_ROUTE = re.compile(r"/v1/apps/[^/]+/import$")
 
 
-def _body_limit(scope: Scope) -> int:
+def body_limit(scope: Scope) -> int:
     """``max_import_bytes`` for ``POST /v1/apps/{app}/import`` (a JSONL backup), else ``max_body_bytes``."""
     app = scope.get("app")
     settings = getattr(getattr(app, "state", None), "settings", None)

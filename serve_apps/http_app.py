@@ -33,21 +33,33 @@ from typing import Annotated, Any
 from fastapi import APIRouter, FastAPI, Path, Query, Request, Response, Security
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPBearer
-from pydantic import BaseModel
 
-from actors.backend import unwrap
 from memcore.errors import NotFoundError, PermissionDeniedError, StoreError
-from memcore.model import UserKey
 from memcore.settings import ToolMode
 from memcore.tools import openai_schema
 from memcore.validation import make_key
 from memcore.vocabulary import ALL_TOOLS
-from serve_apps.http_access import ROUTE_T0, KeyRoute, ScopedRoute, _body_limit, _state, attach
+from serve_apps.deps import (
+    SEQ_HEADER,
+    TIMING_HEADER,
+    App,
+    Hard,
+    MemoryId,
+    User,
+    errors,
+    seq_headers,
+    shards,
+    state,
+    to_json,
+)
+from serve_apps.http_access import ROUTE_T0, KeyRoute, ScopedRoute, attach, body_limit
+from serve_apps.http_backup import backup_routes
 from serve_apps.http_errors import (
     BodyLimitMiddleware,
     install_error_handlers,
     response_for,
 )
+from serve_apps.http_ingest import ingest_routes, job_routes
 from serve_apps.http_models import (
     DEFAULT_READ_LIMIT,
     MAX_READ_LIMIT,
@@ -68,45 +80,11 @@ from serve_apps.http_models import (
 
 __all__ = ["SEQ_HEADER", "TIMING_HEADER", "attach", "create_app"]
 
-SEQ_HEADER = "X-Memcluster-Seq"
-TIMING_HEADER = "Server-Timing"
 READY_TIMEOUT_S = 10.0
 _USER_PREFIX = "/v1/apps/{app}/users/{user}"
 _bearer = HTTPBearer(auto_error=False, description="The API key of the app in the path.")
 
-_ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"model": ErrorBody, "description": text}
-    for code, text in (
-        (401, "Missing or unknown API key"),
-        (403, "The key belongs to another app, or the tool is disabled"),
-        (413, "Request body too large"),
-        (422, "Invalid input; `field` names it"),
-        (503, "A store failed or the service is not ready; retry (Retry-After)"),
-    )
-}
-
-
-def _errors(*extra: int) -> dict[int | str, dict[str, Any]]:
-    out = dict(_ERRORS)
-    for code, text in ((404, "Unknown or deleted memory"), (409, "The update would rotate onto an active memory")):
-        if code in extra:
-            out[code] = {"model": ErrorBody, "description": text}
-    return out
-
-
 # ---------------------------------------------------------------- helpers
-def _json(value: Any) -> Any:
-    if isinstance(value, BaseModel):
-        return value.model_dump(mode="json")
-    if isinstance(value, list | tuple):
-        return [_json(v) for v in value]
-    return value
-
-
-def _seq_headers(seq: int | None) -> dict[str, str]:
-    return {SEQ_HEADER: str(seq)} if seq is not None else {}
-
-
 @contextmanager
 def _in_flight(state: Any) -> Iterator[bool]:
     """Counts the searches this replica is serving; yields True when this one is alone. A lone search
@@ -128,47 +106,35 @@ def _server_timing(request: Request, start: float, **parts: float) -> str:
     return ", ".join(f"{name};dur={sec * 1e3:.2f}" for name, sec in parts.items())
 
 
-async def _call(request: Request, key: UserKey, method: str, *args: Any) -> tuple[Any, int | None]:
-    backend, _ = _state(request)
-    return unwrap(await backend.call(key, method, *args))
-
-
-App = Annotated[str, Path(description="Application id (1..128 characters, no control characters).")]
-User = Annotated[str, Path(description="User id within the app (1..128 characters, no control characters).")]
-MemoryId = Annotated[str, Path(description="A memory id.")]
-Hard = Annotated[bool | None, Query(description="true: remove for good; false: soft-delete; default: the "
-                                                  "service setting.")]
-
-
 # ---------------------------------------------------------------- routes
 def _memory_routes(router: APIRouter) -> None:
-    @router.post("/memories", status_code=201, response_model=EntryModel, responses=_errors(),
+    @router.post("/memories", status_code=201, response_model=EntryModel, responses=errors(),
                  summary="Add a memory", tags=["memories"])
     async def add_memory(request: Request, app: App, user: User, memory: MemoryRequest) -> Response:
         """Store a memory. Idempotent: the same content gets the same id (topics replaced, a deleted one
         reactivated)."""
         key = make_key(app, user)
-        entry, seq = await _call(request, key, "add", memory.model_dump(mode="json"))
-        return JSONResponse(_json(entry), status_code=201, headers=_seq_headers(seq))
+        entry, seq = await shards(request).add(key, memory.model_dump(mode="json"))
+        return JSONResponse(to_json(entry), status_code=201, headers=seq_headers(seq))
 
-    @router.get("/memories", response_model=EntryList, responses=_errors(), summary="List memories",
+    @router.get("/memories", response_model=EntryList, responses=errors(), summary="List memories",
                 tags=["memories"])
     async def read_memories(
         request: Request, app: App, user: User,
         limit: Annotated[int, Query(ge=1, le=MAX_READ_LIMIT, description="At most this many.")] = DEFAULT_READ_LIMIT,
     ) -> Response:
         """The user's active memories, newest first."""
-        entries, _ = await _call(request, make_key(app, user), "read", limit)
-        return JSONResponse({"entries": _json(entries)})
+        entries = await shards(request).read(make_key(app, user), limit)
+        return JSONResponse({"entries": to_json(entries)})
 
-    @router.get("/memories/{memory_id}", response_model=EntryModel, responses=_errors(404),
+    @router.get("/memories/{memory_id}", response_model=EntryModel, responses=errors(404),
                 summary="Get a memory", tags=["memories"])
     async def get_memory(request: Request, app: App, user: User, memory_id: MemoryId) -> Response:
         """One active memory of the user; another user's id or a deleted one is 404."""
-        entry, _ = await _call(request, make_key(app, user), "get", memory_id)
-        return JSONResponse(_json(entry))
+        entry = await shards(request).get(make_key(app, user), memory_id)
+        return JSONResponse(to_json(entry))
 
-    @router.patch("/memories/{memory_id}", response_model=EntryModel, responses=_errors(404, 409),
+    @router.patch("/memories/{memory_id}", response_model=EntryModel, responses=errors(404, 409),
                   summary="Update a memory", tags=["memories"])
     async def update_memory(request: Request, app: App, user: User, memory_id: MemoryId,
                             memory: MemoryUpdateRequest) -> Response:
@@ -176,26 +142,26 @@ def _memory_routes(router: APIRouter) -> None:
         kept. A topics-only change keeps the id; a change of content returns the entry under its new id and
         retires the old one (409 if the new id is already active)."""
         key = make_key(app, user)
-        entry, seq = await _call(request, key, "update", memory_id,
-                                 memory.model_dump(mode="json", include=memory.model_fields_set))
-        return JSONResponse(_json(entry), headers=_seq_headers(seq))
+        entry, seq = await shards(request).update(key, memory_id,
+                                                  memory.model_dump(mode="json", include=memory.model_fields_set))
+        return JSONResponse(to_json(entry), headers=seq_headers(seq))
 
-    @router.delete("/memories/{memory_id}", status_code=204, response_class=Response, responses=_errors(404),
+    @router.delete("/memories/{memory_id}", status_code=204, response_class=Response, responses=errors(404),
                    summary="Delete a memory", tags=["memories"])
     async def delete_memory(request: Request, app: App, user: User, memory_id: MemoryId,
                             hard: Hard = None) -> Response:
         """Delete one memory (soft by default: it keeps its id and a re-add reactivates it)."""
-        _, seq = await _call(request, make_key(app, user), "delete", memory_id, hard)
-        return Response(status_code=204, headers=_seq_headers(seq))
+        _, seq = await shards(request).delete(make_key(app, user), memory_id, hard)
+        return Response(status_code=204, headers=seq_headers(seq))
 
-    @router.delete("/memories", status_code=204, response_class=Response, responses=_errors(),
+    @router.delete("/memories", status_code=204, response_class=Response, responses=errors(),
                    summary="Delete all memories of the user", tags=["memories"])
     async def clear_memories(request: Request, app: App, user: User, hard: Hard = None) -> Response:
         """Delete every memory of the user."""
-        _, seq = await _call(request, make_key(app, user), "clear", hard)
-        return Response(status_code=204, headers=_seq_headers(seq))
+        _, seq = await shards(request).clear(make_key(app, user), hard)
+        return Response(status_code=204, headers=seq_headers(seq))
 
-    @router.post("/memories/search", response_model=SearchResponse, responses=_errors(),
+    @router.post("/memories/search", response_model=SearchResponse, responses=errors(),
                  summary="Search memories", tags=["search"])
     async def search_memories(request: Request, app: App, user: User, options: SearchRequest) -> Response:
         """Hybrid (dense + BM25, RRF) or dense search with every option; an empty query returns no hits."""
@@ -208,28 +174,28 @@ def _memory_routes(router: APIRouter) -> None:
                 vector = (embedder.embed_queries([opts.query]) if alone
                           else await asyncio.to_thread(embedder.embed_queries, [opts.query]))[0]
                 t1 = time.perf_counter()
-                hits, _ = await _call(request, key, "search_json", plain, vector)
+                hits = await shards(request).search_json(key, plain, vector)
             else:
                 t1 = t0
-                hits, _ = await _call(request, key, "search_json", plain)
+                hits = await shards(request).search_json(key, plain)
         t2 = time.perf_counter()
         response = Response(b'{"hits":' + hits + b"}", media_type="application/json")
         response.headers[TIMING_HEADER] = _server_timing(request, t0, embed=t1 - t0, shard=t2 - t1,
                                                          encode=time.perf_counter() - t2)
         return response
 
-    @router.post("/preload", response_model=PreloadResponse, responses=_errors(), summary="Preload memories",
+    @router.post("/preload", response_model=PreloadResponse, responses=errors(), summary="Preload memories",
                  tags=["preload"])
     async def preload(request: Request, app: App, user: User, body: PreloadRequest) -> Response:
         """Choose the memories for the next model request (budget rules) and render them. A failing probe
         injects nothing (strategy `failed`) instead of failing the request."""
-        result, _ = await _call(request, make_key(app, user), "preload", body.budget, body.message, body.mode,
-                                body.playbook)
-        return JSONResponse(_json(result))
+        result = await shards(request).preload(make_key(app, user), body.budget, body.message, body.mode,
+                                              body.playbook)
+        return JSONResponse(to_json(result))
 
 
 def _tool_routes(router: APIRouter) -> None:
-    @router.get("/v1/apps/{app}/tools", response_model=ToolList, responses=_errors(), summary="List tools",
+    @router.get("/v1/apps/{app}/tools", response_model=ToolList, responses=errors(), summary="List tools",
                 tags=["tools"])
     async def list_tools(
         request: Request, app: App,
@@ -240,7 +206,7 @@ def _tool_routes(router: APIRouter) -> None:
     ) -> Response:
         """The OpenAI function schemas of exactly the tools the app exposes to agents, in its mode."""
         make_key(app, "tools")  # validates the app id (422 naming `app`)
-        _, settings = _state(request)
+        _, settings = state(request)
         policy = settings.policy(app)
         if mode is not None and mode != policy.tool_mode:
             raise PermissionDeniedError(f"app {app!r} runs tools in {policy.tool_mode.value} mode (a deployment "
@@ -248,7 +214,7 @@ def _tool_routes(router: APIRouter) -> None:
         return JSONResponse({"tools": [openai_schema(n) for n in policy.exposed_tools()],
                              "mode": policy.tool_mode.value, "memory": policy.memory})
 
-    @router.post(_USER_PREFIX + "/tools/{name}", response_model=dict[str, Any], responses=_errors(404),
+    @router.post(_USER_PREFIX + "/tools/{name}", response_model=dict[str, Any], responses=errors(404),
                  summary="Run a tool", tags=["tools"])
     async def run_tool(
         request: Request, app: App, user: User,
@@ -260,8 +226,8 @@ def _tool_routes(router: APIRouter) -> None:
         key = make_key(app, user)
         if name not in ALL_TOOLS:
             raise NotFoundError(f"unknown tool {name!r}; known: {', '.join(ALL_TOOLS)}", field="name")
-        result, seq = await _call(request, key, "tool", name, dict(call.arguments), call.mode)
-        return JSONResponse(_json(result), headers=_seq_headers(seq))
+        result, seq = await shards(request).tool(key, name, dict(call.arguments), call.mode)
+        return JSONResponse(to_json(result), headers=seq_headers(seq))
 
 
 def _health_routes(app: FastAPI) -> None:
@@ -275,13 +241,13 @@ def _health_routes(app: FastAPI) -> None:
     async def readyz(request: Request) -> Response:
         """Every shard answers its status."""
         try:
-            backend, _ = _state(request)
-            shards = await asyncio.wait_for(backend.status(), READY_TIMEOUT_S)
+            backend, _ = state(request)
+            statuses = await asyncio.wait_for(backend.status(), READY_TIMEOUT_S)
         except Exception as exc:  # noqa: BLE001 - any failure means not ready
             if isinstance(exc, TimeoutError):
                 exc = StoreError(f"shards did not answer within {READY_TIMEOUT_S:g} s", field="shards")
             return response_for(exc)
-        return JSONResponse({"status": "ready", "shards": _json(list(shards))})
+        return JSONResponse({"status": "ready", "shards": to_json(list(statuses))})
 
 
 def create_app() -> FastAPI:
@@ -302,16 +268,12 @@ def create_app() -> FastAPI:
         ],
     )
     install_error_handlers(app)
-    app.add_middleware(BodyLimitMiddleware, limit=_body_limit)
+    app.add_middleware(BodyLimitMiddleware, limit=body_limit)
     user_router = APIRouter(prefix=_USER_PREFIX, route_class=ScopedRoute, dependencies=[Security(_bearer)])
     _memory_routes(user_router)
     tools_router = APIRouter(route_class=ScopedRoute, dependencies=[Security(_bearer)])
     _tool_routes(tools_router)
-    from serve_apps.http_ingest import ingest_routes, job_routes  # imports helpers from this module
-
     ingest_routes(user_router)
-    from serve_apps.http_backup import backup_routes  # imports helpers from this module
-
     backup_routes(tools_router)
     jobs_router = APIRouter(route_class=KeyRoute, dependencies=[Security(_bearer)])
     job_routes(jobs_router)

@@ -31,8 +31,7 @@ from pydantic import BaseModel, Field
 from memcore.backup import encode_line, parse_jsonl
 from memcore.model import Entry
 from memcore.validation import make_key
-from serve_apps.http_access import _state
-from serve_apps.http_app import App, _errors
+from serve_apps.deps import App, errors, shards, state
 
 JSONL = "application/x-ndjson"
 USERS_HEADER = "X-Memcluster-Users"
@@ -71,14 +70,15 @@ _IMPORT_DOC: dict[str, Any] = {
 def backup_routes(router: APIRouter) -> None:
     """Routes under ``/v1/apps/{app}`` (``ScopedRoute``: the key must open ``app``)."""
 
-    @router.get("/v1/apps/{app}/export", response_class=StreamingResponse, responses=_errors(),
+    @router.get("/v1/apps/{app}/export", response_class=StreamingResponse, responses=errors(),
                 openapi_extra=_EXPORT_DOC, summary="Export an app's memories", tags=list(_TAGS))
     async def export_app(request: Request, app: App) -> Response:
         """Every memory of every user of the app, soft-deleted ones included, as JSON Lines ordered by
         user then id: the input of the import route (a restore of it round-trips exactly)."""
         make_key(app, "export")  # validates the app id (422 naming `app`)
-        backend, settings = _state(request)
-        per_shard = await asyncio.gather(*(backend.call_shard(k, "export_users", app)
+        _, settings = state(request)
+        client = shards(request)
+        per_shard = await asyncio.gather(*(client.export_users(k, app)
                                            for k in range(settings.shards)))
         users = sorted({u for shard_users in per_shard for u in shard_users})
 
@@ -88,7 +88,7 @@ def backup_routes(router: APIRouter) -> None:
 
             def fill() -> None:
                 while len(pending) < EXPORT_PREFETCH and (user := next(todo, None)) is not None:
-                    pending.append(asyncio.ensure_future(backend.call(make_key(app, user), "export")))
+                    pending.append(asyncio.ensure_future(client.export(make_key(app, user))))
 
             try:
                 fill()
@@ -104,13 +104,13 @@ def backup_routes(router: APIRouter) -> None:
         return StreamingResponse(lines(), media_type=JSONL,
                                  headers={USERS_HEADER: str(len(users)), "Cache-Control": "no-store"})
 
-    @router.post("/v1/apps/{app}/import", response_model=ImportResponse, responses=_errors(),
+    @router.post("/v1/apps/{app}/import", response_model=ImportResponse, responses=errors(),
                  openapi_extra=_IMPORT_DOC, summary="Import an app's memories", tags=list(_TAGS))
     async def import_app(request: Request, app: App) -> Response:
         """Restore a JSONL export of this app: ids, timestamps and tombstones are kept, vectors recomputed.
         Every line is validated before anything is written (422 names `lines.<n>.<field>`)."""
         make_key(app, "import")
-        backend, _ = _state(request)
+        client = shards(request)
         body = await request.body()
         entries = await asyncio.to_thread(parse_jsonl, body, app)
         by_user: dict[str, list[Entry]] = {}
@@ -122,7 +122,7 @@ def backup_routes(router: APIRouter) -> None:
             key = make_key(app, user)
             async with gate:
                 for start in range(0, len(items), RESTORE_CHUNK):
-                    await backend.call(key, "restore", items[start : start + RESTORE_CHUNK])
+                    await client.restore(key, items[start : start + RESTORE_CHUNK])
 
         tasks = [asyncio.ensure_future(restore(u, items)) for u, items in sorted(by_user.items())]
         try:

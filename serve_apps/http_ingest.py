@@ -27,8 +27,7 @@ from fastapi.responses import JSONResponse
 from actors.extraction_queue import job_shard
 from memcore.errors import NotFoundError
 from memcore.validation import make_key
-from serve_apps.http_access import _state
-from serve_apps.http_app import App, User, _call, _errors, _json
+from serve_apps.deps import App, User, errors, shards, state, to_json
 from serve_apps.http_models import IngestRequest, JobModel, RecallRequest, RecallResponse
 
 Session = Annotated[str, Path(description="Session id (1..128 characters, no '/' or control characters).")]
@@ -43,16 +42,16 @@ _TAGS = ["auto memory"]
 def ingest_routes(router: APIRouter) -> None:
     """Routes under ``/v1/apps/{app}/users/{user}`` (the key must open ``app``)."""
 
-    @router.post("/sessions/recall", response_model=RecallResponse, responses=_errors(),
+    @router.post("/sessions/recall", response_model=RecallResponse, responses=errors(),
                  summary="Search other sessions' turns", tags=list(_TAGS))
     async def recall_sessions(request: Request, app: App, user: User, body: RecallRequest) -> Response:
         """BM25 over the archived raw user/assistant turns of the user's sessions, the current one
         (``session``) excluded. Other users and apps are never searched."""
-        hits, _ = await _call(request, make_key(app, user), "recall", body.query, body.session, body.max_results)
-        return JSONResponse({"hits": _json(hits)})
+        hits = await shards(request).recall(make_key(app, user), body.query, body.session, body.max_results)
+        return JSONResponse({"hits": to_json(hits)})
 
     @router.post("/sessions/{session}/events", status_code=202, response_model=JobModel,
-                 responses={**_errors(), 200: {"model": JobModel,
+                 responses={**errors(), 200: {"model": JobModel,
                                                "description": "Finished at once: skipped, or run synchronously"}},
                  summary="Ingest session events", tags=list(_TAGS))
     async def ingest_events(request: Request, app: App, user: User, session: Session,
@@ -62,32 +61,31 @@ def ingest_routes(router: APIRouter) -> None:
         queued job; 200 when the job was skipped, (queue full) already ran, or finished within ``wait``."""
         key = make_key(app, user)
         events = [e.model_dump(mode="json", exclude_none=True) for e in body.events]
-        job, _ = await _call(request, key, "ingest", session, events)
+        job = await shards(request).ingest(key, session, events)
         if wait > 0 and job.status in ("queued", "running"):
-            backend, _settings = _state(request)
             shard, deadline = job_shard(job.job_id), time.monotonic() + wait
             while job.status in ("queued", "running") and time.monotonic() < deadline and shard is not None:
                 await asyncio.sleep(POLL_S)
-                job = await backend.call_shard(shard, "job", job.job_id)
+                job = await shards(request).job(shard, job.job_id)
         status = 202 if job.status in ("queued", "running") else 200
         location = f"{request.scope.get('root_path', '')}/v1/jobs/{job.job_id}"
-        return JSONResponse(_json(job), status_code=status, headers={"Location": location})
+        return JSONResponse(to_json(job), status_code=status, headers={"Location": location})
 
 
 def job_routes(router: APIRouter) -> None:
     """Routes that carry no app in the path (``KeyRoute``: any valid key, checked per job)."""
 
-    @router.get("/v1/jobs/{job_id}", response_model=JobModel, responses=_errors(404), summary="An ingest job",
+    @router.get("/v1/jobs/{job_id}", response_model=JobModel, responses=errors(404), summary="An ingest job",
                 tags=list(_TAGS))
     async def get_job(request: Request, job_id: JobId) -> Response:
         """Status, per-operation results, errors and the session cursor of an ingest job. A job of an
         app the key does not open is reported as unknown (404)."""
-        backend, settings = _state(request)
+        _, settings = state(request)
         granted = getattr(request.state, "granted_apps", None)
         shard = job_shard(job_id)
         if shard is None or shard >= settings.shards:
             raise NotFoundError(f"job {job_id!r} not found", field="job_id")
-        job = await backend.call_shard(shard, "job", job_id)
+        job = await shards(request).job(shard, job_id)
         if granted is not None and job.app not in granted:
             raise NotFoundError(f"job {job_id!r} not found", field="job_id")
-        return JSONResponse(_json(job))
+        return JSONResponse(to_json(job))

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from actors.archive import JobStatus
+from actors.archive import JobStatus, RecallHit
 from memcore.extraction.events import MessageBatch
 from memcore.model import Entry, InjectionMode, Memory, MemoryPatch, PreloadStrategy, SearchOptions, encodable
 from memcore.settings import ToolMode
@@ -292,16 +292,7 @@ class RecallRequest(BaseModel):
         return None if v is None else encodable(v, "text")
 
 
-class RecallHitModel(BaseModel):
-    session: str
-    event_id: str
-    role: str
-    content: str
-    timestamp: datetime
-    score: float = Field(description="BM25 relevance (higher is better).")
-
-
 class RecallResponse(BaseModel):
     """Matching turns, best first."""
 
-    hits: list[RecallHitModel]
+    hits: list[RecallHit]

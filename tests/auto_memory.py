@@ -7,7 +7,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from tests.scripted_llm import ToolCall, messages_text, tool_call
+from testkit.scripted_llm import ToolCall, messages_text, tool_call
 
 T0 = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
 TOKEN_RE = re.compile(r"\btoken-\d+\b")
@@ -38,7 +38,7 @@ def remember_tokens(request: dict[str, Any]) -> list[ToolCall]:
 
 def delayed(seconds: float, answer: Callable[[dict[str, Any]], Any]) -> Callable[[dict[str, Any]], Any]:
     """``answer`` sent after ``seconds`` (a slow model)."""
-    from tests.scripted_llm import Reply
+    from testkit.scripted_llm import Reply
 
     def item(request: dict[str, Any]) -> Reply:
         calls = answer(request)

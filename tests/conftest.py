@@ -70,8 +70,8 @@ def serve_port(ray_session: Any) -> int:
 
 @pytest.fixture
 def scripted_llm() -> Iterator[Any]:
-    """A started scripted OpenAI-compatible server (:mod:`tests.scripted_llm`); ``push`` script items."""
-    from tests.scripted_llm import ScriptedLLM
+    """A started scripted OpenAI-compatible server (:mod:`testkit.scripted_llm`); ``push`` script items."""
+    from testkit.scripted_llm import ScriptedLLM
 
     with ScriptedLLM() as server:
         yield server

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from tests.scripted_llm import tool_call
+from testkit.scripted_llm import tool_call
 
 MAY30 = datetime(2025, 5, 30, 18, 0, tzinfo=UTC)
 JUN16 = datetime(2025, 6, 16, 18, 0, tzinfo=UTC)

@@ -8,7 +8,8 @@
    the caller keeps its cursor for a retry).
 3. Optionally run the assistant-episode stage (its failure is recorded, never raised).
 4. Apply the operations one by one through the policy (:func:`apply_operations`): per-op
-   failures are recorded in the report and the rest continue.
+   failures are recorded in the report and the rest continue. A caller that serialises writes
+   passes ``write_turn``: its turn is taken here, after the model calls.
 
 The report's ``cursor`` is the timestamp of the last delta event: the caller moves the
 session's durable ``last_extract_at`` to it only once this function has returned.
@@ -16,7 +17,7 @@ session's durable ``last_extract_at`` to it only once this function has returned
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
 from typing import Literal, Protocol
 
@@ -90,8 +91,14 @@ def run_extraction(
     fallback_limit: int = FALLBACK_LIMIT,
     enabled: Collection[str] | None = None,
     now: datetime | None = None,
+    write_turn: Callable[[], MemoryService] | None = None,
 ) -> ExtractionReport:
-    """Extract ``events_delta`` (see :func:`memcore.extraction.events.delta`) and apply the result."""
+    """Extract ``events_delta`` (see :func:`memcore.extraction.events.delta`) and apply the result.
+
+    ``write_turn``, when given, is called once, just before operations are applied (never when
+    there are none): it takes the caller's write turn and returns the service to write into
+    (``service`` is then used for the reads before it).
+    """
     delta = [e for e in events_delta if e.is_text]
     if not delta:
         return ExtractionReport(counts=_counts([], 0, 0, 0, 0))
@@ -115,7 +122,8 @@ def run_extraction(
             ops.extend(stage.operations)
             n_episodes = len(stage.operations)
         rejected.extend(f"episode stage: {r}" for r in stage.rejected)
-    results = apply_operations(service, key, ops, policy, enabled=enabled)
+    target = write_turn() if write_turn is not None and ops else service
+    results = apply_operations(target, key, ops, policy, enabled=enabled)
     return ExtractionReport(
         results=results,
         rejected=rejected,

@@ -58,7 +58,7 @@ EDGE_INDEXES: dict[str, Literal["keyword", "float", "bool"]] = {
 } | {TOMBSTONE_FIELD: "keyword"}
 
 
-def _edge_filter(spec: FilterSpec) -> qe.Filter | None:
+def edge_filter(spec: FilterSpec) -> qe.Filter | None:
     if spec.empty:
         return None
     must: list[Any] = [qe.FieldCondition(f, match=qe.MatchValue(v)) for f, v in spec.matches]
@@ -152,7 +152,7 @@ class QdrantEdgeStore:
 
     @staticmethod
     def _filter(spec: FilterSpec) -> qe.Filter:
-        flt = _edge_filter(spec)
+        flt = edge_filter(spec)
         if flt is None:
             raise ValueError("refusing an unscoped filter")
         return flt
@@ -222,7 +222,7 @@ class QdrantEdgeStore:
 
     def scroll(self, key: UserKey | None = None, *, include_deleted: bool = True) -> Iterator[Entry]:
         """Every entry of ``key`` (or of the whole store when ``key`` is None), in point-id order."""
-        flt = _edge_filter(scope_filter(key, active_only=not include_deleted))
+        flt = edge_filter(scope_filter(key, active_only=not include_deleted))
 
         def fetch(offset: Any) -> tuple[list[Entry], Any]:
             request = qe.ScrollRequest(offset=offset, limit=SCROLL_PAGE, filter=flt, with_payload=True)
@@ -236,7 +236,7 @@ class QdrantEdgeStore:
         self, key: UserKey | None = None, *, include_deleted: bool = True
     ) -> Iterator[tuple[list[Entry], Vectors]]:
         """Pages of (entries, their vectors) of ``key`` (or of the whole store), for copying a store."""
-        flt = _edge_filter(scope_filter(key, active_only=not include_deleted))
+        flt = edge_filter(scope_filter(key, active_only=not include_deleted))
         offset: Any = None
         while True:
             request = qe.ScrollRequest(offset=offset, limit=SCROLL_PAGE, filter=flt, with_payload=True,
@@ -251,7 +251,7 @@ class QdrantEdgeStore:
 
     def count(self, key: UserKey | None = None, *, include_deleted: bool = False) -> int:
         """Number of entries of ``key`` (or of the whole store), active only unless asked otherwise."""
-        flt = _edge_filter(scope_filter(key, active_only=not include_deleted))
+        flt = edge_filter(scope_filter(key, active_only=not include_deleted))
         with self._engine("count") as shard:
             return int(shard.count(qe.CountRequest(exact=True, filter=flt)))
 

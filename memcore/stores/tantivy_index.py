@@ -42,7 +42,7 @@ import tantivy
 
 from memcore.errors import StoreError
 from memcore.model import Entry, Kind, UserKey, utc
-from memcore.text import _CJK_RANGES
+from memcore.text import CJK_RANGES
 
 __all__ = ["TantivyIndex"]
 
@@ -53,8 +53,8 @@ CJK_ANALYZER = "memcore_cjk"
 TEXT_FIELDS = ("text", "topics")
 CJK_FIELDS = ("text_cjk", "topics_cjk")
 #: English words / numbers with inner ``.`` or apostrophes, CJK excluded (as memcore.text).
-_EN_TOKEN = rf"[^\W_{_CJK_RANGES}]+(?:[.'’][^\W_{_CJK_RANGES}]+)*"
-_CJK_RUN_RE = re.compile(rf"[{_CJK_RANGES}]+")
+_EN_TOKEN = rf"[^\W_{CJK_RANGES}]+(?:[.'’][^\W_{CJK_RANGES}]+)*"
+_CJK_RUN_RE = re.compile(rf"[{CJK_RANGES}]+")
 _MAX_TERMS = 64  # per script; bounds the cost of very long queries
 _MAX_QUERY_CHARS = 4096
 _MAX_TOKEN_BYTES = 64

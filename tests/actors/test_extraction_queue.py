@@ -25,9 +25,9 @@ from memcore.extraction.verbatim import VerbatimExtractor
 from memcore.extraction.wrapper import ExtractorWrapper
 from memcore.model import UserKey, now_utc
 from memcore.service import MemoryService
+from testkit.scripted_llm import Reply, ScriptedLLM, messages_text, tool_call
 from tests.actors.conftest import MakeCore, done
 from tests.auto_memory import T0, extractor_settings, remember_tokens, turns
-from tests.scripted_llm import Reply, ScriptedLLM, messages_text, tool_call
 
 A = UserKey(app="app", user="alice")
 B = UserKey(app="app", user="bob")

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from actors.shard import ShardCore
-from memcore import factory
+from memcore import factory, layout
 from memcore.errors import ValidationError
 from memcore.model import UserKey
 from memcore.settings import Settings
@@ -82,16 +82,16 @@ def test_the_pointer_file_is_read_at_start(core: ShardCore, settings: Settings, 
 def test_abort_and_drop(core: ShardCore, settings: Settings) -> None:
     before = texts(core, ANN)
     core.begin_generation(2, [], [])
-    assert factory.generation_dir(settings, 0, 2).exists()
+    assert layout.generation_dir(settings, 0, 2).exists()
     core.abort_generation(2)
-    assert not factory.generation_dir(settings, 0, 2).exists() and texts(core, ANN) == before
+    assert not layout.generation_dir(settings, 0, 2).exists() and texts(core, ANN) == before
     core.begin_generation(3, [], [])
     core.reextract_user(3, ANN, VERBATIM_SESSION)
     core.switch_generation(3)
     with pytest.raises(ValidationError):
         core.drop_generation(3)
     assert core.drop_generation(1)["removed"]
-    assert not (factory.shard_dir(settings, 0) / "vectors").exists()
+    assert not (layout.shard_dir(settings, 0) / "vectors").exists()
     assert core.generation_info()["generations"] == [3]
     assert len(texts(core, ANN)) == 3
 

@@ -14,9 +14,9 @@ import pytest
 
 from memcore.errors import ValidationError
 from memcore.model import UserKey, now_utc
+from testkit.scripted_llm import ScriptedLLM, messages_text, tool_call
 from tests.actors.conftest import MakeCore, done
 from tests.auto_memory import extractor_settings
-from tests.scripted_llm import ScriptedLLM, messages_text, tool_call
 
 A = UserKey(app="app", user="alice")
 

@@ -9,7 +9,7 @@ import pytest
 
 from actors.shard import Ack, ShardCore, UserQueues
 from memcore.errors import NotFoundError
-from memcore.factory import shard_dir
+from memcore.layout import shard_dir
 from memcore.model import UserKey
 from memcore.settings import Settings
 

@@ -124,8 +124,8 @@ async def scenario(cluster: Any, workers: list[Any], data_dir: Path, serve: bool
     import ray
 
     from actors.router import RayShardBackend
-    from memcore.factory import shard_dir
     from memcore.ids import shard_of
+    from memcore.layout import shard_dir
     from memcore.model import UserKey
     from memcore.settings import Settings
 

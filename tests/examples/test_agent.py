@@ -13,8 +13,8 @@ import pytest
 
 from examples.agent import AgentConfig, MemoryAgent, main
 from memclient import MemoryClient
+from testkit.scripted_llm import ScriptedLLM, iter_tool_messages, messages_text, tool_call
 from tests.live_server import LiveServer
-from tests.scripted_llm import ScriptedLLM, iter_tool_messages, messages_text, tool_call
 
 APP, KEY = "agent-app", "agent-key"
 RULE = "The user never drinks coffee after 2pm."

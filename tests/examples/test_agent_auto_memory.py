@@ -14,7 +14,7 @@ import pytest
 
 from examples.agent import AgentConfig, MemoryAgent
 from memclient import MemoryClient
-from tests.scripted_llm import Reply, ScriptedLLM, messages_text, tool_call
+from testkit.scripted_llm import Reply, ScriptedLLM, messages_text, tool_call
 from tests.serve_apps.test_cluster import _wait_ready
 
 pytestmark = pytest.mark.ray

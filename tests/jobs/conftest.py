@@ -54,8 +54,7 @@ class Cluster:
                 pass
             finally:
                 self.ray.kill(h, no_restart=True)
-        for key in [k for k in common._HANDLES if k[0] == self.settings.namespace]:
-            del common._HANDLES[key]
+        common.forget_handles(self.settings.namespace)
 
 
 @pytest.fixture

@@ -125,7 +125,7 @@ def test_parquet_input_and_live_ingest_after_backfill_only_extracts_the_delta(ma
 
 
 def test_llm_backfill_through_ray_data_llm(make_cluster: Any, tmp_path: Path, scripted_llm: Any) -> None:
-    from tests.scripted_llm import Reply, tool_call
+    from testkit.scripted_llm import Reply, tool_call
 
     def answer(request: dict[str, Any]) -> Any:
         text = request["messages"][-1]["content"]

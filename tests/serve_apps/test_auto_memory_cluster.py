@@ -15,8 +15,8 @@ from typing import Any
 import httpx
 import pytest
 
+from testkit.scripted_llm import Reply, ScriptedLLM
 from tests.auto_memory import remember_tokens, turns
-from tests.scripted_llm import Reply, ScriptedLLM
 from tests.serve_apps.test_cluster import _wait_ready
 
 pytestmark = pytest.mark.ray

@@ -13,8 +13,8 @@ import httpx
 import pytest
 
 from memcore.model import UserKey
+from testkit.scripted_llm import Reply, ScriptedLLM
 from tests.auto_memory import T0, extractor_settings, remember_tokens, turns
-from tests.scripted_llm import Reply, ScriptedLLM
 from tests.serve_apps.conftest import AUTH_KEYS, Served
 
 A_KEY = {"Authorization": f"Bearer {AUTH_KEYS['app-a']}"}

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from memcore.vocabulary import ALL_TOOLS
-from tests.scripted_llm import Reply, ScriptedLLM, messages_text, tool_call
+from testkit.scripted_llm import Reply, ScriptedLLM, messages_text, tool_call
 from tests.serve_apps.conftest import Served
 
 ARGS: dict[str, dict[str, Any]] = {

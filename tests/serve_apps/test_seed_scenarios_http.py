@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from memcore.model import UserKey
+from testkit.scripted_llm import Reply, ScriptedLLM, small_id, tool_call
 from tests.auto_memory import extractor_settings, remember_tokens, turns
-from tests.scripted_llm import Reply, ScriptedLLM, small_id, tool_call
 from tests.seed_scenarios import (
     ASSISTANT_TURNS,
     DEC2,

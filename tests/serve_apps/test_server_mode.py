@@ -27,7 +27,7 @@ import pytest
 from qdrant_client import QdrantClient, models
 
 from actors.shard import ShardCore
-from memcore import factory
+from memcore import factory, layout
 from memcore.errors import StoreError
 from memcore.ids import memory_id, point_id, shard_of
 from memcore.model import Entry, Memory, UserKey
@@ -213,10 +213,10 @@ def test_one_shared_collection_with_payload_indexes(deployments: dict[str, Serve
         models.FieldCondition(key="deleted", match=models.MatchValue(value=False))]), exact=True).count
     assert all(s["entries"] > 0 for s in ready["shards"])  # both shards serve users of the one collection
     for shard in range(2):  # the shards hold only their keyword index (and archive), no vectors
-        d = factory.shard_dir(server.settings, shard)
+        d = layout.shard_dir(server.settings, shard)
         assert (d / "keywords").is_dir() and not (d / "vectors").exists()
     edge = deployments["edge"]
-    assert edge.settings is not None and (factory.shard_dir(edge.settings, 0) / "vectors").is_dir()
+    assert edge.settings is not None and (layout.shard_dir(edge.settings, 0) / "vectors").is_dir()
     # the local engine ignores payload indexes (payload_schema stays empty), so check what was requested
     requested = {f: s for (c, f), s in qdrant.indexes.items() if c == "memcluster"}
     assert requested == {
@@ -317,7 +317,7 @@ def test_a_shard_rebuilds_its_keyword_index_from_the_shared_collection(
     with server.client() as c:
         before = [ranking(ok(c.post(f"/v1/apps/{APP}/users/alice/memories/search", json=q))["hits"]) for q in SEARCHES]
         backend.shards[shard].close()
-        shutil.rmtree(factory.shard_dir(settings, shard) / "keywords")  # a lost disk: the index is derived
+        shutil.rmtree(layout.shard_dir(settings, shard) / "keywords")  # a lost disk: the index is derived
         fresh = ShardCore(settings, shard, embedder)
         backend.shards[shard] = fresh
         status = fresh.status()
@@ -381,7 +381,7 @@ def test_reextract_generation_switch_behind_the_collection_alias(
         for k, core in enumerate(cores):
             core.close()
             for name in ("current", "keywords", "gen-0002"):
-                path = factory.shard_dir(settings, k) / name
+                path = layout.shard_dir(settings, k) / name
                 shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
         assert factory.current_generation(settings, 0) == 2
         served.backend.shards = [ShardCore(settings, k, embedder) for k in range(2)]

@@ -4,7 +4,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.scripted_llm import ScriptedLLM
+from testkit.scripted_llm import ScriptedLLM
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import pytest
 from memcore.extraction.episodes import AssistantEpisodeStage, candidate_pairs
 from memcore.extraction.events import Event
 from memcore.model import Entry, Kind, Memory, Operation, Source
-from tests.scripted_llm import Reply, ScriptedLLM, messages_text, tool_call
+from testkit.scripted_llm import Reply, ScriptedLLM, messages_text, tool_call
 
 T0 = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
 NOW = datetime(2025, 3, 2, tzinfo=UTC)

@@ -13,7 +13,7 @@ from memcore.extraction.events import Event
 from memcore.extraction.llm import LLMExtractor
 from memcore.extraction.prompts import POLICY_INSTRUCTIONS
 from memcore.model import Entry, Kind
-from tests.scripted_llm import Reply, ScriptedLLM, messages_text, small_id, small_ids, tool_call
+from testkit.scripted_llm import Reply, ScriptedLLM, messages_text, small_id, small_ids, tool_call
 
 T0 = datetime(2025, 6, 16, 10, 0, tzinfo=UTC)
 NOW = datetime(2025, 6, 16, 12, 0, tzinfo=UTC)

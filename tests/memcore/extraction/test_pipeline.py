@@ -17,7 +17,7 @@ from memcore.extraction.verbatim import VerbatimExtractor
 from memcore.model import Entry, UserKey
 from memcore.ports import VectorStore
 from memcore.service import MemoryService
-from tests.scripted_llm import Reply, ScriptedLLM, messages_text, small_ids, tool_call
+from testkit.scripted_llm import Reply, ScriptedLLM, messages_text, small_ids, tool_call
 
 KEY = UserKey(app="app", user="u1")
 T0 = datetime(2025, 6, 16, 10, 0, tzinfo=UTC)

@@ -18,7 +18,7 @@ from memcore.extraction.llm import LLMExtractor
 from memcore.extraction.pipeline import ExtractionReport, run_extraction
 from memcore.model import SearchOptions, UserKey
 from memcore.service import MemoryService
-from tests.scripted_llm import ScriptedLLM, small_id, tool_call
+from testkit.scripted_llm import ScriptedLLM, small_id, tool_call
 from tests.seed_scenarios import (
     ASSISTANT_TURNS,
     DEC2,

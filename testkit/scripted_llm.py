@@ -93,11 +93,15 @@ def completion(reply: Reply, model: str) -> dict[str, Any]:
 class ScriptedLLM:
     script: list[Any] = field(default_factory=list)
     requests: list[dict[str, Any]] = field(default_factory=list)
+    no_delay: bool = False
+    """Answer with TCP_NODELAY (no Nagle / delayed-ACK stall of about 40 ms; benchmarks want it)."""
 
     def __post_init__(self) -> None:
         self.script = list(self.script)
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        handler = _handler(self)
+        handler.disable_nagle_algorithm = self.no_delay
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
                                         name="scripted-llm", daemon=True)

@@ -1,4 +1,4 @@
-"""``memctl bench locomo``: the default configuration through the backfill job on a one-conversation slice."""
+"""``python -m bench locomo``: the default configuration through the backfill job on a one-conversation slice."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from cluster import cli
+import bench.__main__ as bench_cli
+from bench.retrieval import DEFAULT
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "locomo" / "locomo10.json"
 pytestmark = [pytest.mark.ray, pytest.mark.skipif(not DATA.exists(), reason="LoCoMo-10 is not in ../shared/data")]
@@ -16,13 +17,10 @@ HEADLINE = ("session_recall_any@5", "session_recall_all@5", "turn_recall_all@10"
 
 
 def test_bench_locomo_writes_the_result_of_the_default_configuration(ray_session: Any, tmp_path: Path) -> None:
-    from bench.retrieval import DEFAULT
-
     data = tmp_path / "slice.json"
     data.write_text(json.dumps(json.loads(DATA.read_text())[:1]))  # the first conversation, whole
     out = tmp_path / "RESULT.json"
-    args = cli.parser().parse_args(["bench", "locomo", "--data", str(data), "--out", str(out)])
-    assert args.func(args) == 0  # not cli.main: it would set Ray's auth mode for the whole test process
+    assert bench_cli.main(["locomo", "--data", str(data), "--out", str(out)]) == 0
 
     result = json.loads(out.read_text())
     assert result["default"] == DEFAULT and result["config"]["name"] == DEFAULT

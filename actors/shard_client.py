@@ -1,0 +1,85 @@
+"""Typed calls to the shards over a :class:`actors.backend.ShardBackend`: methods, not name strings.
+
+Each method names the :class:`actors.shard.ShardCore` method it runs (the backend carries the
+name to a Ray actor or a local object); writes return ``(value, FIFO sequence)``, reads the
+value. Whether a call is a read or a write is :data:`actors.shard.READS` / ``WRITES``'s to say
+(a test checks this client and that split against ``ShardCore``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from actors.archive import JobRecord, RecallHit
+from actors.backend import ShardBackend, unwrap
+from memcore.model import Entry, InjectionMode, PreloadResult, UserKey
+from memcore.ports import Vectors
+from memcore.settings import ToolMode
+
+T = TypeVar("T")
+Written = tuple[T, int | None]
+
+
+class ShardClient:
+    """The shard calls of the HTTP ingress, one typed method each."""
+
+    def __init__(self, backend: ShardBackend) -> None:
+        self.backend = backend
+
+    async def _write(self, key: UserKey, method: str, *args: Any) -> tuple[Any, int | None]:
+        return unwrap(await self.backend.call(key, method, *args))
+
+    # ---------------------------------------------------------------- writes
+    async def add(self, key: UserKey, memory: dict[str, Any]) -> Written[Entry]:
+        return await self._write(key, "add", memory)
+
+    async def update(self, key: UserKey, entry_id: str, memory: dict[str, Any]) -> Written[Entry]:
+        return await self._write(key, "update", entry_id, memory)
+
+    async def delete(self, key: UserKey, entry_id: str, hard: bool | None = None) -> Written[None]:
+        return await self._write(key, "delete", entry_id, hard)
+
+    async def clear(self, key: UserKey, hard: bool | None = None) -> Written[int]:
+        return await self._write(key, "clear", hard)
+
+    async def tool(self, key: UserKey, name: str, arguments: dict[str, Any],
+                   mode: ToolMode | None = None) -> Written[Any]:
+        return await self._write(key, "tool", name, arguments, mode)
+
+    async def restore(self, key: UserKey, entries: list[Entry]) -> Written[int]:
+        return await self._write(key, "restore", entries)
+
+    async def ingest(self, key: UserKey, session: str, events: list[dict[str, Any]]) -> JobRecord:
+        job, _ = await self._write(key, "ingest", session, events)
+        return job
+
+    # ----------------------------------------------------------------- reads
+    async def get(self, key: UserKey, entry_id: str) -> Entry:
+        return await self.backend.call(key, "get", entry_id)
+
+    async def read(self, key: UserKey, limit: int | None = None) -> list[Entry]:
+        return await self.backend.call(key, "read", limit)
+
+    async def search_json(self, key: UserKey, options: dict[str, Any], query_vector: Vectors | None = None) -> bytes:
+        args = (options,) if query_vector is None else (options, query_vector)
+        return await self.backend.call(key, "search_json", *args)
+
+    async def preload(self, key: UserKey, budget: int, message: str, mode: InjectionMode,
+                      playbook: str | None) -> PreloadResult:
+        return await self.backend.call(key, "preload", budget, message, mode, playbook)
+
+    async def recall(self, key: UserKey, query: str, session: str | None = None,
+                     max_results: int = 10) -> list[RecallHit]:
+        return await self.backend.call(key, "recall", query, session, max_results)
+
+    async def export(self, key: UserKey) -> list[Entry]:
+        return await self.backend.call(key, "export")
+
+    async def export_users(self, shard: int, app: str) -> list[str]:
+        return await self.backend.call_shard(shard, "export_users", app)
+
+    async def job(self, shard: int, job_id: str) -> JobRecord:
+        return await self.backend.call_shard(shard, "job", job_id)
+
+    async def status(self) -> list[dict[str, Any]]:
+        return await self.backend.status()

@@ -1,0 +1,1 @@
+"""Examples of agents that use memcluster through memclient."""
