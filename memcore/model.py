@@ -7,7 +7,8 @@ service turns into :class:`memcore.errors.ValidationError` naming the field):
 - memory text: 1..8192 bytes (UTF-8) after stripping;
 - topics: at most 32, each 1..64 characters; participants: at most 64, each 1..128;
 - location: at most 256 characters; provenance: at most 1024 ids;
-- event_time: ISO-8601 (naive values are taken as UTC).
+- event_time: ISO-8601 (naive values are taken as UTC);
+- metadata: a small JSON object, limits in :mod:`memcore.metadata` (not part of the id).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from memcore.metadata import Scalar, check_filter, check_metadata
 
 MAX_ID_CHARS = 128
 MAX_TEXT_BYTES = 8192
@@ -107,6 +110,12 @@ class Memory(BaseModel):
     location: str | None = None
     source: Source = Source.USER
     provenance: list[str] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("metadata", mode="before")
+    @classmethod
+    def _metadata(cls, v: Any) -> dict[str, Any]:
+        return check_metadata(v)
 
     @field_validator("text")
     @classmethod
@@ -238,6 +247,13 @@ class SearchOptions(BaseModel):
     keyword_query: Literal["raw", "content"] | None = None
     date_boost: bool | None = None
     merge_overlapping: bool | None = None
+    metadata_filter: dict[str, Scalar] | None = None
+    """Only entries whose metadata has every ``key: value`` (equality, AND); see :mod:`memcore.metadata`."""
+
+    @field_validator("metadata_filter", mode="before")
+    @classmethod
+    def _metadata_filter(cls, v: Any) -> dict[str, Scalar] | None:
+        return check_filter(v)
 
     @field_validator("time_from", "time_to")
     @classmethod

@@ -18,6 +18,7 @@ from pydantic import BaseModel
 from memcore import backup, fusion, search
 from memcore.errors import ConflictError, MemoryServiceError, NotFoundError, StoreError, ValidationError
 from memcore.ids import memory_id
+from memcore.metadata import Scalar, check_filter, matches, refine_loc
 from memcore.model import Entry, Kind, Memory, SearchHit, SearchOptions, UserKey, now_utc
 from memcore.ports import Embedder, KeywordIndex, Vectors, VectorStore
 from memcore.search import Knobs, SearchDefaults
@@ -39,7 +40,7 @@ def validate(model: type[T], data: Any, *, prefix: str = "") -> T:
         return model.model_validate(data)
     except pydantic.ValidationError as exc:
         err = exc.errors()[0]
-        loc = ".".join(str(p) for p in err.get("loc", ()))
+        loc = ".".join(str(p) for p in refine_loc(tuple(err.get("loc", ())), (err.get("ctx") or {}).get("error")))
         field = f"{prefix}{loc}" if loc else (prefix.rstrip(".") or None)
         msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
         raise ValidationError(msg, field=field) from None
@@ -215,10 +216,14 @@ class MemoryService:
         with store_errors("get"):
             return self._active(key, entry_id)
 
-    def read(self, key: UserKey, limit: int | None = None) -> list[Entry]:
-        """Active entries, newest ``updated_at`` first; ``limit`` None or <= 0 means all."""
+    def read(
+        self, key: UserKey, limit: int | None = None, metadata_filter: dict[str, Scalar] | None = None
+    ) -> list[Entry]:
+        """Active entries, newest ``updated_at`` first; ``limit`` None or <= 0 means all; with a
+        ``metadata_filter`` only the entries whose metadata has every ``key: value``."""
+        flt = _metadata_filter(metadata_filter)
         with store_errors("read"):
-            entries = list(self.vectors.scroll(key, include_deleted=False))
+            entries = [e for e in self.vectors.scroll(key, include_deleted=False) if matches(e.metadata, flt)]
         entries.sort(key=lambda e: (e.updated_at, e.id), reverse=True)
         return entries[:limit] if limit and limit > 0 else entries
 
@@ -274,6 +279,13 @@ class MemoryService:
         else:
             self.vectors.set_payload([src.model_copy(update={"deleted_at": now, "updated_at": now})])
         self.keywords.delete([src.id])
+
+
+def _metadata_filter(value: Any) -> dict[str, Scalar] | None:
+    try:
+        return check_filter(value)
+    except ValueError as exc:
+        raise ValidationError(str(exc), field=getattr(exc, "field", "metadata_filter")) from None
 
 
 def _new_entry(key: UserKey, entry_id: str, mem: Memory, now: Any, *, created_at: Any) -> Entry:
