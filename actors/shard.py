@@ -274,8 +274,10 @@ class ShardCore:
         self.maintenance.touch(key, [entry])
         return entry
 
-    def read(self, key: UserKey, limit: int | None = None) -> list[Entry]:
-        entries = self.service.read(key, limit)
+    def read(
+        self, key: UserKey, limit: int | None = None, metadata_filter: dict[str, Any] | None = None
+    ) -> list[Entry]:
+        entries = self.service.read(key, limit, metadata_filter)
         self.maintenance.touch(key, entries)
         return entries
 

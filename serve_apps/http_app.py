@@ -54,6 +54,7 @@ from serve_apps.http_models import (
     ErrorBody,
     Health,
     MemoryRequest,
+    MetadataFilterQuery,
     PreloadRequest,
     PreloadResponse,
     Ready,
@@ -61,6 +62,7 @@ from serve_apps.http_models import (
     SearchResponse,
     ToolCallRequest,
     ToolList,
+    parse_metadata_filter,
 )
 
 __all__ = ["SEQ_HEADER", "TIMING_HEADER", "attach", "create_app"]
@@ -153,9 +155,11 @@ def _memory_routes(router: APIRouter) -> None:
     async def read_memories(
         request: Request, app: App, user: User,
         limit: Annotated[int, Query(ge=1, le=MAX_READ_LIMIT, description="At most this many.")] = DEFAULT_READ_LIMIT,
+        metadata_filter: MetadataFilterQuery = None,
     ) -> Response:
-        """The user's active memories, newest first."""
-        entries, _ = await _call(request, make_key(app, user), "read", limit)
+        """The user's active memories, newest first (only those matching ``metadata_filter`` when given)."""
+        flt = parse_metadata_filter(metadata_filter)
+        entries, _ = await _call(request, make_key(app, user), "read", limit, flt)
         return JSONResponse({"entries": _json(entries)})
 
     @router.get("/memories/{memory_id}", response_model=EntryModel, responses=_errors(404),

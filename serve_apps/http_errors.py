@@ -23,6 +23,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memcore.errors import MemoryServiceError, StoreError
+from memcore.metadata import refine_loc
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +112,7 @@ def validation_response(exc: RequestValidationError) -> JSONResponse:
         detail = (first.get("ctx") or {}).get("error", "invalid JSON")
         pos = first.get("loc", ("body", None))[-1]
         return error_json(422, "ValidationError", f"malformed JSON: {detail} (at byte {pos})", "body")
-    loc = tuple(first.get("loc", ()))
+    loc = refine_loc(tuple(first.get("loc", ())), (first.get("ctx") or {}).get("error"))
     msg = str(first.get("msg", "invalid value")).removeprefix("Value error, ")
     if loc == ("body",) and first.get("type") in ("model_attributes_type", "dict_type", "model_type"):
         msg = f"the request body must be a JSON object with Content-Type application/json ({msg})"
