@@ -151,12 +151,17 @@ def preload(app: str, user: str, budget: int, message: str, mode: str, playbook:
 
 
 # ----------------------------------------------------------------------------- tools
-def tools(app: str, mode: str) -> Call[list[dict[str, Any]]]:
-    return Call("GET", f"/v1/apps/{_seg(app)}/tools", lambda data: list(data["tools"]), params={"mode": mode})
+def tools(app: str, mode: str | None) -> Call[list[dict[str, Any]]]:
+    params = {"mode": mode} if mode else None  # None: the app's mode, decided by the server
+    return Call("GET", f"/v1/apps/{_seg(app)}/tools", lambda data: list(data["tools"]), params=params)
 
 
-def call_tool(app: str, user: str, name: str, arguments: Mapping[str, Any], mode: str) -> Call[dict[str, Any]]:
-    body = {"arguments": dict(arguments), "mode": mode}
+def call_tool(
+    app: str, user: str, name: str, arguments: Mapping[str, Any], mode: str | None
+) -> Call[dict[str, Any]]:
+    body: dict[str, Any] = {"arguments": dict(arguments)}
+    if mode:
+        body["mode"] = mode
     return Call("POST", user_path(app, user, "tools", name), _dict, body=body)
 
 

@@ -117,12 +117,12 @@ class MemoryClient:
         return self._send(P.preload(app, user, budget, message, mode, playbook))
 
     # ------------------------------------------------------------------ tools
-    def tools(self, app: str, mode: str = "agentic") -> list[dict[str, Any]]:
-        """The exposed memory tools as OpenAI function-calling schemas."""
+    def tools(self, app: str, mode: str | None = "agentic") -> list[dict[str, Any]]:
+        """The exposed memory tools as OpenAI function-calling schemas (``mode=None``: the app's mode)."""
         return self._send(P.tools(app, mode))
 
     def call_tool(
-        self, app: str, user: str, name: str, arguments: Mapping[str, Any], mode: str = "agentic"
+        self, app: str, user: str, name: str, arguments: Mapping[str, Any], mode: str | None = "agentic"
     ) -> dict[str, Any]:
         """Execute one tool call; returns the tool's JSON result (:class:`AuthError` if disabled)."""
         return self._send(P.call_tool(app, user, name, arguments, mode))

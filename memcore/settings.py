@@ -16,7 +16,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from memcore.extraction.verbatim import Granularity
 from memcore.service import ServiceConfig
-from memcore.tools import ToolPolicy
+from memcore.tools import ToolMode, ToolPolicy
 
 
 class VectorStoreSettings(BaseModel):
@@ -146,6 +146,13 @@ class Settings(BaseSettings):
     ttl: TTLSettings = Field(default_factory=TTLSettings)
     ingress_replicas: int = Field(default=1, ge=1)
     embedder_replicas: int = Field(default=1, ge=1)
+
+    def tool_mode(self, app: str) -> ToolMode:
+        """The memory mode whose tools ``app`` exposes when a caller names none: ``GET /v1/apps/{app}/tools``
+        without ``mode``, tool calls without ``mode``, and the MCP servers. The one place that decides it
+        (agentic for every app for now)."""
+        del app
+        return ToolMode.AGENTIC
 
     def api_key_map(self) -> dict[str, str]:
         return {app: key.get_secret_value() for app, key in self.api_keys.items()}

@@ -54,10 +54,11 @@ def _digest(secret: str) -> bytes:
     return hashlib.sha256(secret.encode("utf-8")).digest()
 
 
-def granted_apps(request: Request) -> set[str] | None:
+def granted_apps(request: Request, schemes: tuple[str, ...] = ("bearer",)) -> set[str] | None:
     """The apps the presented ``Authorization: Bearer <key>`` opens (None: auth is off).
 
     Every configured key is compared in constant time; a missing or unknown key is 401.
+    ``schemes`` are the accepted authorization schemes, lower case (the Mem0 routes add ``token``).
     """
     _, settings = _state(request)
     keys = settings.api_key_map()
@@ -68,7 +69,7 @@ def granted_apps(request: Request) -> set[str] | None:
         raise AuthenticationError("more than one Authorization header", field="authorization")
     scheme, _, token = (values[0] if values else "").partition(" ")
     token = token.strip()
-    if scheme.lower() != "bearer" or not token:
+    if scheme.lower() not in schemes or not token:
         raise AuthenticationError("an API key is required: Authorization: Bearer <key>", field="authorization")
     presented = _digest(token)
     granted: set[str] = set()
@@ -145,3 +146,8 @@ def _body_limit(scope: Scope) -> int:
     if scope.get("method") == "POST" and _IMPORT_ROUTE.search(str(scope.get("path", ""))):
         return http.max_import_bytes
     return http.max_body_bytes
+
+
+def app_state(request: Request) -> tuple[ShardBackend, Settings]:
+    """The attached shard backend and settings (503 while none is attached), for route modules."""
+    return _state(request)

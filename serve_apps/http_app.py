@@ -232,13 +232,14 @@ def _tool_routes(router: APIRouter) -> None:
                 tags=["tools"])
     async def list_tools(
         request: Request, app: App,
-        mode: Annotated[ToolMode, Query(description="agentic: the agent manages memory; auto: an extractor "
-                                                    "does, the agent only searches.")] = ToolMode.AGENTIC,
+        mode: Annotated[ToolMode | None, Query(description="agentic: the agent manages memory; auto: an extractor "
+                                                           "does, the agent only searches. Default: the app's "
+                                                           "mode (agentic).")] = None,
     ) -> Response:
         """The OpenAI function schemas of the tools exposed to the agent in this mode."""
         make_key(app, "tools")  # validates the app id (422 naming `app`)
         _, settings = _state(request)
-        return JSONResponse({"tools": exposed_schemas(settings.tools, mode)})
+        return JSONResponse({"tools": exposed_schemas(settings.tools, mode or settings.tool_mode(app))})
 
     @router.post(_USER_PREFIX + "/tools/{name}", response_model=dict[str, Any], responses=_errors(404),
                  summary="Run a tool", tags=["tools"])
@@ -251,7 +252,8 @@ def _tool_routes(router: APIRouter) -> None:
         key = make_key(app, user)
         if name not in ALL_TOOLS:
             raise NotFoundError(f"unknown tool {name!r}; known: {', '.join(ALL_TOOLS)}", field="name")
-        result, seq = await _call(request, key, "tool", name, dict(call.arguments), call.mode)
+        mode = call.mode or _state(request)[1].tool_mode(app)
+        result, seq = await _call(request, key, "tool", name, dict(call.arguments), mode)
         return JSONResponse(_json(result), headers=_seq_headers(seq))
 
 
@@ -310,4 +312,7 @@ def create_app() -> FastAPI:
     app.include_router(tools_router)
     app.include_router(jobs_router)
     _health_routes(app)
+    from serve_apps.protocols import install_protocols  # MCP at /mcp, the Mem0-compatible API at /mem0
+
+    install_protocols(app)
     return app

@@ -203,7 +203,8 @@ class ToolCallRequest(BaseModel):
     )
 
     arguments: dict[str, Any] = Field(default_factory=dict, description="The tool's arguments (JSON object).")
-    mode: ToolMode = Field(default=ToolMode.AGENTIC, description="The memory mode whose enabled-tool rules apply.")
+    mode: ToolMode | None = Field(default=None, description="The memory mode whose enabled-tool rules apply "
+                                                         "(default: the app's mode, agentic).")
 
 
 class Health(BaseModel):
