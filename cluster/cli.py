@@ -10,6 +10,7 @@
   memctl reextract [--apps A ...] [--users U ...] [--policy P] [--extractor-base-url URL] [--model M]
                    [--granularity G] [--concurrency N] | --drop-generation N | --list
   memctl bench locomo --data FILE --out RESULT.json [--limit N]
+  memctl mcp --app APP --user USER [--url URL]                      (stdio MCP server; key: MEMCLUSTER_API_KEY)
 
 ``up`` starts a local Ray head on loopback, deploys the Serve apps of the config with embedded
 defaults, waits until ``/readyz`` answers and prints the base URL. ``down`` stops what ``up``
@@ -236,6 +237,9 @@ def parser() -> argparse.ArgumentParser:
     from cluster import bench_cli  # bench locomo
 
     bench_cli.add_parsers(sub)
+    from cluster import mcp_cli  # mcp (stdio MCP server)
+
+    mcp_cli.add_parsers(sub, _state)
     return p
 
 
