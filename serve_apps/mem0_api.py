@@ -15,7 +15,7 @@ app (``X-Memcluster-App`` picks one when a key opens several, or names the app w
 default ``mem0``). ``add`` with ``infer`` true (the default) goes through session ingest and the app's
 extractor (verbatim when none is configured) and waits for the job; ``infer: false`` stores each
 message as given. The data mapping is in :mod:`serve_apps.mem0_map`. Errors carry ``detail`` (what the
-client shows) beside the usual ``error``, ``field`` and ``message``.
+client shows: ``<field>: <message>``) beside the usual ``error``, ``field`` and ``message``.
 """
 
 from __future__ import annotations
@@ -77,7 +77,8 @@ class Mem0Route(APIRoute):
 
 def with_detail(response: JSONResponse) -> JSONResponse:
     body = json.loads(bytes(response.body))
-    body["detail"] = body.get("message")
+    field, message = body.get("field"), body.get("message")
+    body["detail"] = f"{field}: {message}" if field else message
     headers = {k: v for k, v in response.headers.items() if k.lower() not in ("content-length", "content-type")}
     return JSONResponse(body, status_code=response.status_code, headers=headers)
 
