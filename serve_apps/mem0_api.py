@@ -42,7 +42,7 @@ from memcore.service import make_key
 from serve_apps import mem0_map as M
 from serve_apps.http_access import app_state, check_path_encoding
 from serve_apps.http_errors import response_for
-from serve_apps.mem0_models import AddRequest, ListRequest, SearchRequest, UpdateRequest
+from serve_apps.mem0_models import Mem0AddRequest, Mem0ListRequest, Mem0SearchRequest, Mem0UpdateRequest
 from serve_apps.protocol_auth import resolve_app
 
 PREFIX = "/mem0"
@@ -90,7 +90,7 @@ async def _call(request: Request, app: str, user: str, method: str, *args: Any) 
 
 
 # ----------------------------------------------------------------- handlers
-async def _add(request: Request, body: AddRequest) -> dict[str, Any]:
+async def _add(request: Request, body: Mem0AddRequest) -> dict[str, Any]:
     app = request.state.mem0_app
     entities = body.entities()
     user = entities.get("user_id")
@@ -155,7 +155,7 @@ async def _tag(request: Request, app: str, user: str, entry_id: str, meta: dict[
     return {"id": M.mem0_id(user, entry.id), "memory": entry.text, "event": event}
 
 
-async def _search(request: Request, body: SearchRequest) -> dict[str, Any]:
+async def _search(request: Request, body: Mem0SearchRequest) -> dict[str, Any]:
     app = request.state.mem0_app
     best: dict[str, dict[str, Any]] = {}
     for user, flt in M.scoped(M.conjunctions(body.filters)):
@@ -208,17 +208,17 @@ def mem0_router() -> APIRouter:
         return {"status": "ok", "message": "pong", "org_id": app, "project_id": app, "user_email": None}
 
     @router.post("/v3/memories/add/", summary="Add memories (Mem0)")
-    async def add(request: Request, body: AddRequest) -> dict[str, Any]:
+    async def add(request: Request, body: Mem0AddRequest) -> dict[str, Any]:
         """``infer`` true: extract through session ingest; false: store each message as given."""
         return await _add(request, body)
 
     @router.post("/v3/memories/search/", summary="Search memories (Mem0)")
-    async def search(request: Request, body: SearchRequest) -> dict[str, Any]:
+    async def search(request: Request, body: Mem0SearchRequest) -> dict[str, Any]:
         """Hybrid search of each user named by ``filters`` (equality, AND/OR), best first."""
         return await _search(request, body)
 
     @router.post("/v3/memories/", summary="List memories (Mem0, paged)")
-    async def list_memories(request: Request, body: ListRequest, page: int = 1, page_size: int = 100) -> Any:
+    async def list_memories(request: Request, body: Mem0ListRequest, page: int = 1, page_size: int = 100) -> Any:
         """Memories matching ``filters``, newest first, ``page_size`` per page."""
         if page < 1:
             raise ValidationError("page must be at least 1", field="page")
@@ -238,7 +238,7 @@ def mem0_router() -> APIRouter:
         return M.to_mem0(await _call(request, request.state.mem0_app, user, "get", eid))
 
     @router.put("/v1/memories/{memory_id}/", summary="Update a memory (Mem0)")
-    async def update(request: Request, memory_id: str, body: UpdateRequest) -> dict[str, Any]:
+    async def update(request: Request, memory_id: str, body: Mem0UpdateRequest) -> dict[str, Any]:
         """New text (the memcluster id rotates; the trail is kept for history) and/or new metadata."""
         app = request.state.mem0_app
         user, eid = M.split_id(memory_id)

@@ -17,7 +17,7 @@ MAX_MESSAGES = 100
 ROLES = ("user", "assistant", "system")
 
 
-class AddRequest(BaseModel):
+class Mem0AddRequest(BaseModel):
     """``POST /v3/memories/add/``: messages plus entity ids (top level or in ``filters``)."""
 
     model_config = ConfigDict(extra="allow", json_schema_extra={"examples": [{
@@ -63,7 +63,7 @@ class AddRequest(BaseModel):
         return out
 
 
-class SearchRequest(BaseModel):
+class Mem0SearchRequest(BaseModel):
     """``POST /v3/memories/search/``."""
 
     model_config = ConfigDict(extra="allow", json_schema_extra={"examples": [{
@@ -82,7 +82,7 @@ class SearchRequest(BaseModel):
         return encodable(v, "query")
 
 
-class ListRequest(BaseModel):
+class Mem0ListRequest(BaseModel):
     """``POST /v3/memories/`` (``page`` and ``page_size`` are query parameters)."""
 
     model_config = ConfigDict(extra="allow")
@@ -90,7 +90,7 @@ class ListRequest(BaseModel):
     filters: dict[str, Any] | None = None
 
 
-class UpdateRequest(BaseModel):
+class Mem0UpdateRequest(BaseModel):
     """``PUT /v1/memories/{id}/``: new text and/or new metadata."""
 
     model_config = ConfigDict(extra="allow")
