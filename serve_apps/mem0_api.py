@@ -14,14 +14,13 @@ Auth: ``Authorization: Token <key>`` (what the client sends) or ``Bearer <key>``
 app (``X-Memcluster-App`` picks one when a key opens several, or names the app when auth is off;
 default ``mem0``). ``add`` with ``infer`` true (the default) goes through session ingest and the app's
 extractor (verbatim when none is configured) and waits for the job; ``infer: false`` stores each
-message as given. The data mapping is in :mod:`serve_apps.mem0_map`. Errors carry ``detail`` (what the
-client shows: ``<field>: <message>``) beside the usual ``error``, ``field`` and ``message``.
+message as given. The data mapping is in :mod:`serve_apps.mem0_map`. Errors have the API's one shape
+``{"error", "field", "message"}`` (the client shows that JSON as its exception's message).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 import uuid
 from collections.abc import Callable, Coroutine
@@ -56,8 +55,7 @@ UNSUPPORTED = (("webhooks", "webhooks"), ("exports", "memory exports"), ("profil
 
 
 class Mem0Route(APIRoute):
-    """Resolves the app from the key before the body is read; every failure gets the error shape plus
-    ``detail``."""
+    """Resolves the app from the key before the body is read; every failure gets the API's error shape."""
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
@@ -70,17 +68,9 @@ class Mem0Route(APIRoute):
             except (HTTPException, RequestValidationError):
                 raise
             except Exception as exc:  # noqa: BLE001 - every failure becomes the error shape
-                return with_detail(response_for(exc))
+                return response_for(exc)
 
         return guarded
-
-
-def with_detail(response: JSONResponse) -> JSONResponse:
-    body = json.loads(bytes(response.body))
-    field, message = body.get("field"), body.get("message")
-    body["detail"] = f"{field}: {message}" if field else message
-    headers = {k: v for k, v in response.headers.items() if k.lower() not in ("content-length", "content-type")}
-    return JSONResponse(body, status_code=response.status_code, headers=headers)
 
 
 async def _call(request: Request, app: str, user: str, method: str, *args: Any) -> Any:
@@ -319,7 +309,7 @@ def mem0_router() -> APIRouter:
         """Webhooks, exports, profiles, projects, summaries, batch and feedback are not implemented."""
         parts = rest.lower().split("/")
         feature = next((name for word, name in UNSUPPORTED if word in parts), f"/{rest}")
-        return JSONResponse({"error": "NotImplemented", "field": None, "message": f"{feature} not supported",
-                             "detail": f"memcluster's Mem0 API does not support {feature}"}, status_code=501)
+        return JSONResponse({"error": "NotImplemented", "field": "path",
+                             "message": f"memcluster's Mem0 API does not support {feature}"}, status_code=501)
 
     return router

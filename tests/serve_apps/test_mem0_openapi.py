@@ -28,6 +28,6 @@ def test_mem0_routes_are_documented_under_their_tag(client: httpx.Client) -> Non
 
 def test_unsupported_features_are_501_naming_them(client: httpx.Client) -> None:
     r = client.get("/mem0/api/v1/webhooks/projects/p1/")
-    assert r.status_code == 501 and "webhooks" in r.json()["detail"]
+    assert r.status_code == 501 and "webhooks" in r.json()["message"]
     r = client.post("/mem0/v2/profiles/jobs/", json={})
-    assert r.status_code == 501 and "profiles" in r.json()["detail"]
+    assert r.status_code == 501 and "profiles" in r.json()["message"]
