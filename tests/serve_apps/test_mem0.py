@@ -49,7 +49,7 @@ def test_ping_validates_the_key(base: str) -> None:
     from mem0 import MemoryClient
 
     assert _client(base).project_id == "app1"  # /v1/ping/ answered for the key's app
-    with pytest.raises(ValueError, match="unknown API key"):
+    with pytest.raises(ValueError, match="401 Unauthorized"):
         MemoryClient(api_key="not-a-key", host=f"{base}/mem0")
 
 
@@ -183,6 +183,9 @@ def test_async_client(base: str) -> None:
         new = await c.update(mid, text="Gus collects coins")
         assert [h["event"] for h in await c.history(new["id"])] == ["ADD", "UPDATE"]
         assert (await c.get(new["id"]))["memory"] == "Gus collects coins"
+        other = (await c.add("Gus owns a kite", user_id="gus", infer=False))["results"][0]["id"]
+        assert (await c.delete(other))["message"]
+        assert [h["event"] for h in await c.history(other)] == ["ADD", "DELETE"]
         await c.delete_all(user_id="gus")
         assert (await c.get_all(filters={"user_id": "gus"}))["results"] == []
 
