@@ -4,7 +4,9 @@ An entry's ``metadata`` is what an integration needs to keep beside the text (Me
 ``agent_id``/``run_id`` and free ``metadata``, a LangGraph namespace, a client's own tags). It is
 stored in the vector-store payload, exported and imported with the entry, returned by the API,
 and NOT part of the content-addressed id (like topics): re-adding the same text with other
-metadata is the same memory, its metadata replaced.
+metadata is the same memory, its metadata replaced. A write whose :class:`memcore.model.Memory`
+does not name ``metadata`` (an extractor's operation, a tool call) keeps the entry's metadata, also
+across an id rotation; the HTTP API's add and update always name it (an omitted one is ``{}``).
 
 Limits (declared here once; a bad value raises ``ValueError`` naming ``metadata.<key>``):
 

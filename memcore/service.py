@@ -143,7 +143,8 @@ class MemoryService:
                 entry = _new_entry(key, new_id, mem, now, created_at=target.created_at)  # reactivated: keeps its own
             else:
                 entry = _new_entry(key, new_id, mem, now, created_at=src.created_at)  # inherits the source's
-            entry = entry.model_copy(update={"provenance": _union(src.provenance, mem.provenance)})
+            entry = entry.model_copy(update={"provenance": _union(src.provenance, mem.provenance),
+                                             "metadata": _metadata_of(mem, src)})
             self._write(entry, reembed=True)
             self._retire(src, now)
             return entry
@@ -288,6 +289,11 @@ def _metadata_filter(value: Any) -> dict[str, Scalar] | None:
         raise ValidationError(str(exc), field=getattr(exc, "field", "metadata_filter")) from None
 
 
+def _metadata_of(mem: Memory, prev: Entry) -> dict[str, Any]:
+    """A write that does not name ``metadata`` (an extractor's or a tool's) keeps the entry's."""
+    return mem.metadata if "metadata" in mem.model_fields_set else dict(prev.metadata)
+
+
 def _new_entry(key: UserKey, entry_id: str, mem: Memory, now: Any, *, created_at: Any) -> Entry:
     return Entry(id=entry_id, app=key.app, user=key.user, created_at=created_at, updated_at=now, **mem.model_dump())
 
@@ -295,6 +301,7 @@ def _new_entry(key: UserKey, entry_id: str, mem: Memory, now: Any, *, created_at
 def _apply(prev: Entry, mem: Memory, now: Any, *, provenance: list[str]) -> Entry:
     data = mem.model_dump()
     data["provenance"] = provenance
+    data["metadata"] = _metadata_of(mem, prev)
     return prev.model_copy(update={**data, "updated_at": now})
 
 

@@ -216,9 +216,9 @@ def mem0_router() -> APIRouter:
             raise ValidationError(f"page_size must be 1..{MAX_LIST}", field="page_size")
         entries = await _entries(request, request.state.mem0_app, body.filters)
         start = (page - 1) * page_size
-        url = str(request.url.remove_query_params(["page", "page_size"]))
-        nxt = f"{url}?page={page + 1}&page_size={page_size}" if start + page_size < len(entries) else None
-        prev = f"{url}?page={page - 1}&page_size={page_size}" if page > 1 else None
+        nxt = (str(request.url.include_query_params(page=page + 1, page_size=page_size))
+               if start + page_size < len(entries) else None)
+        prev = str(request.url.include_query_params(page=page - 1, page_size=page_size)) if page > 1 else None
         return {"count": len(entries), "next": nxt, "previous": prev,
                 "results": [M.to_mem0(e) for e in entries[start : start + page_size]]}
 

@@ -24,6 +24,15 @@ def test_metadata_is_stored_returned_and_not_part_of_the_id(service: MemoryServi
     assert e2.id == e1.id and service.get(KEY, e1.id).metadata == {"agent": "a2"}
 
 
+def test_a_write_without_metadata_keeps_it(service: MemoryService) -> None:
+    e = service.add(KEY, {"text": "Owns a red bike", "metadata": {"agent": "a1"}})
+    assert service.add(KEY, Memory(text="Owns a red bike", topics=["bike"])).metadata == {"agent": "a1"}
+    moved = service.update(KEY, e.id, Memory(text="Owns a blue bike"))  # an extractor's or a tool's update
+    assert moved.id != e.id and moved.metadata == {"agent": "a1"}
+    cleared = service.update(KEY, moved.id, {"text": "Owns a blue bike", "metadata": {}})
+    assert cleared.metadata == {}
+
+
 def test_filters_in_search_and_read(service: MemoryService) -> None:
     service.add(KEY, {"text": "Alice likes hiking in the alps", "metadata": {"agent": "a1", "run": "r1", "n": 1}})
     service.add(KEY, {"text": "Alice likes hiking near the sea", "metadata": {"agent": "a2", "run": "r1", "n": 2}})
