@@ -18,7 +18,7 @@ from typing import Any
 
 from cluster.backup import api_key, base_url
 from memclient import AsyncMemoryClient
-from memcore.errors import MemoryServiceError
+from memcore.errors import MemoryServiceError, ValidationError
 from memcore.service import make_key
 
 
@@ -32,8 +32,6 @@ class MemclientToolBackend:
         return await self.client.tools(self.app, mode=None)
 
     async def call(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        from memcore.errors import ValidationError
-
         names = [s["function"]["name"] for s in await self.exposed()]
         if name not in names:
             raise ValidationError(f"unknown tool {name!r}; this app exposes {', '.join(names)}", field="name")

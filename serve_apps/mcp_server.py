@@ -21,8 +21,10 @@ from typing import Any, Protocol
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
+from mcp.shared.exceptions import MCPError
 
 from memcore import tools as T
+from memcore.errors import ValidationError
 
 RECALL = "memory_recall"
 NEWEST_URI = "memories://newest"
@@ -95,8 +97,6 @@ def _ok(result: Any) -> types.CallToolResult:
 
 
 def _recall_args(arguments: dict[str, Any]) -> tuple[str, str | None, int]:
-    from memcore.errors import ValidationError
-
     unknown = set(arguments) - set(RECALL_SCHEMA["properties"])
     if unknown:
         raise ValidationError(f"unknown argument(s) {sorted(unknown)}", field="arguments")
@@ -138,8 +138,6 @@ def build_server(resolve: Resolve, *, name: str = "memcluster", version: str = "
 
     async def read_resource(ctx: ServerRequestContext[Any, Any],
                             params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
-        from mcp.shared.exceptions import MCPError
-
         if str(params.uri) != NEWEST_URI:
             raise MCPError(code=types.INVALID_PARAMS, message=f"unknown resource {params.uri}")
         backend = await resolve(ctx)
