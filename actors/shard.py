@@ -291,10 +291,12 @@ class ShardCore:
         self.maintenance.touch(key, [entry])
         return entry
 
-    def read(self, key: UserKey, limit: int | None = None) -> list[Entry]:
+    def read(
+        self, key: UserKey, limit: int | None = None, metadata_filter: dict[str, Any] | None = None
+    ) -> list[Entry]:
         if not self._memory_on(key):
             return []
-        entries = self.service.read(key, limit)
+        entries = self.service.read(key, limit, metadata_filter)
         self.maintenance.touch(key, entries)
         return entries
 

@@ -57,8 +57,9 @@ class ShardClient:
     async def get(self, key: UserKey, entry_id: str) -> Entry:
         return await self.backend.call(key, "get", entry_id)
 
-    async def read(self, key: UserKey, limit: int | None = None) -> list[Entry]:
-        return await self.backend.call(key, "read", limit)
+    async def read(self, key: UserKey, limit: int | None = None,
+                   metadata_filter: dict[str, Any] | None = None) -> list[Entry]:
+        return await self.backend.call(key, "read", limit, metadata_filter)
 
     async def search_json(self, key: UserKey, options: dict[str, Any], query_vector: Vectors | None = None) -> bytes:
         args = (options,) if query_vector is None else (options, query_vector)

@@ -9,6 +9,7 @@
   memctl backfill (--input PATH_OR_URI ... | --locomo FILE --app APP) [--format jsonl|parquet] [--concurrency N]
   memctl reextract [--apps A ...] [--users U ...] [--policy P] [--extractor-base-url URL] [--model M]
                    [--granularity G] [--concurrency N] | --drop-generation N | --list
+  memctl mcp --app APP --user USER [--url URL]                      (stdio MCP server; key: MEMCLUSTER_API_KEY)
 
 ``up`` starts a local Ray head on loopback, deploys the Serve apps of the config with embedded
 defaults, waits until ``/readyz`` answers and prints the base URL. ``down`` stops what ``up``
@@ -287,6 +288,9 @@ def parser() -> argparse.ArgumentParser:
     from cluster import jobs_cli  # backfill, reextract (Ray Data jobs)
 
     jobs_cli.add_parsers(sub, _state, DEFAULT_CONFIG)
+    from cluster import mcp_cli  # mcp (stdio MCP server)
+
+    mcp_cli.add_parsers(sub, _state)
     return p
 
 

@@ -59,28 +59,34 @@ class AsyncMemoryClient:
         self, app: str, user: str, text: str, *, topics: Sequence[str] | None = None, kind: str = "fact",
         event_time: TimeLike | None = None, participants: Sequence[str] | None = None,
         location: str | None = None, source: str | None = None, provenance: Sequence[str] | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> Entry:
         """Add a memory (idempotent for the same content); returns the stored entry with its id."""
         body = P.memory_body(text, topics=topics, kind=kind, event_time=event_time, participants=participants,
-                             location=location, source=source, provenance=provenance)
+                             location=location, source=source, provenance=provenance, metadata=metadata)
         return await self._send(P.add(app, user, body))
 
     async def get(self, app: str, user: str, memory_id: str) -> Entry:
         """One active entry; :class:`NotFound` for an unknown or deleted id."""
         return await self._send(P.get(app, user, memory_id))
 
-    async def read(self, app: str, user: str, limit: int | None = None) -> list[Entry]:
-        """The user's active entries, newest first (the server's default count when ``limit`` is None)."""
-        return await self._send(P.read(app, user, limit))
+    async def read(
+        self, app: str, user: str, limit: int | None = None, *,
+        metadata_filter: Mapping[str, str | int | bool] | None = None,
+    ) -> list[Entry]:
+        """The user's active entries, newest first (the server's default count when ``limit`` is None);
+        with ``metadata_filter`` only those whose metadata has every ``key: value``."""
+        return await self._send(P.read(app, user, limit, metadata_filter))
 
     async def update(
         self, app: str, user: str, memory_id: str, text: str, *, topics: Sequence[str] | None = None,
         kind: str = "fact", event_time: TimeLike | None = None, participants: Sequence[str] | None = None,
         location: str | None = None, source: str | None = None, provenance: Sequence[str] | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> Entry:
         """Replace a memory's content; the returned entry carries the effective (possibly rotated) id."""
         body = P.memory_body(text, topics=topics, kind=kind, event_time=event_time, participants=participants,
-                             location=location, source=source, provenance=provenance)
+                             location=location, source=source, provenance=provenance, metadata=metadata)
         return await self._send(P.update(app, user, memory_id, body))
 
     async def delete(self, app: str, user: str, memory_id: str, hard: bool | None = None) -> None:
@@ -97,14 +103,15 @@ class AsyncMemoryClient:
         order_by_event_time: bool | None = None, deduplicate: bool | None = None, kind_fallback: bool | None = None,
         hybrid: bool | None = None, rrf_k: int | None = None, dense_weight: float | None = None,
         keyword_weight: float | None = None, keyword_query: str | None = None, date_boost: bool | None = None,
-        merge_overlapping: bool | None = None,
+        merge_overlapping: bool | None = None, metadata_filter: Mapping[str, str | int | bool] | None = None,
     ) -> list[SearchHit]:
         """Ranked hits; options left as None take the server's defaults (README, "Retrieval")."""
         options = {"kind": kind, "time_from": time_from, "time_to": time_to, "max_results": max_results,
                    "similarity_threshold": similarity_threshold, "order_by_event_time": order_by_event_time,
                    "deduplicate": deduplicate, "kind_fallback": kind_fallback, "hybrid": hybrid, "rrf_k": rrf_k,
                    "dense_weight": dense_weight, "keyword_weight": keyword_weight, "keyword_query": keyword_query,
-                   "date_boost": date_boost, "merge_overlapping": merge_overlapping}
+                   "date_boost": date_boost, "merge_overlapping": merge_overlapping,
+                   "metadata_filter": dict(metadata_filter) if metadata_filter else None}
         return await self._send(P.search(app, user, P.search_body(query, options)))
 
     async def preload(

@@ -7,6 +7,7 @@ send the call and hand the response to :func:`finish`; nothing else differs betw
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -81,6 +82,7 @@ def memory_body(
     location: str | None = None,
     source: str | None = None,
     provenance: Sequence[str] | None = None,
+    metadata: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The Memory JSON; unset optional fields are left out so the server's defaults apply."""
     body: dict[str, Any] = {"text": text, "kind": kind}
@@ -91,6 +93,7 @@ def memory_body(
         "location": location,
         "source": source,
         "provenance": list(provenance) if provenance is not None else None,
+        "metadata": dict(metadata) if metadata is not None else None,
     }
     body.update({k: v for k, v in optional.items() if v is not None})
     return body
@@ -113,8 +116,11 @@ def get(app: str, user: str, memory_id: str) -> Call[Entry]:
     return Call("GET", user_path(app, user, "memories", memory_id), Entry.from_json)
 
 
-def read(app: str, user: str, limit: int | None) -> Call[list[Entry]]:
-    params = {"limit": str(limit)} if limit is not None else None
+def read(app: str, user: str, limit: int | None,
+         metadata_filter: Mapping[str, Any] | None = None) -> Call[list[Entry]]:
+    params = {"limit": str(limit)} if limit is not None else {}
+    if metadata_filter:
+        params["metadata_filter"] = json.dumps(dict(metadata_filter), separators=(",", ":"))
     return Call("GET", user_path(app, user, "memories"), _entries, params=params)
 
 

@@ -54,28 +54,34 @@ class MemoryClient:
         self, app: str, user: str, text: str, *, topics: Sequence[str] | None = None, kind: str = "fact",
         event_time: TimeLike | None = None, participants: Sequence[str] | None = None,
         location: str | None = None, source: str | None = None, provenance: Sequence[str] | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> Entry:
         """Add a memory (idempotent for the same content); returns the stored entry with its id."""
         body = P.memory_body(text, topics=topics, kind=kind, event_time=event_time, participants=participants,
-                             location=location, source=source, provenance=provenance)
+                             location=location, source=source, provenance=provenance, metadata=metadata)
         return self._send(P.add(app, user, body))
 
     def get(self, app: str, user: str, memory_id: str) -> Entry:
         """One active entry; :class:`NotFound` for an unknown or deleted id."""
         return self._send(P.get(app, user, memory_id))
 
-    def read(self, app: str, user: str, limit: int | None = None) -> list[Entry]:
-        """The user's active entries, newest first (the server's default count when ``limit`` is None)."""
-        return self._send(P.read(app, user, limit))
+    def read(
+        self, app: str, user: str, limit: int | None = None, *,
+        metadata_filter: Mapping[str, str | int | bool] | None = None,
+    ) -> list[Entry]:
+        """The user's active entries, newest first (the server's default count when ``limit`` is None);
+        with ``metadata_filter`` only those whose metadata has every ``key: value``."""
+        return self._send(P.read(app, user, limit, metadata_filter))
 
     def update(
         self, app: str, user: str, memory_id: str, text: str, *, topics: Sequence[str] | None = None,
         kind: str = "fact", event_time: TimeLike | None = None, participants: Sequence[str] | None = None,
         location: str | None = None, source: str | None = None, provenance: Sequence[str] | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> Entry:
         """Replace a memory's content; the returned entry carries the effective (possibly rotated) id."""
         body = P.memory_body(text, topics=topics, kind=kind, event_time=event_time, participants=participants,
-                             location=location, source=source, provenance=provenance)
+                             location=location, source=source, provenance=provenance, metadata=metadata)
         return self._send(P.update(app, user, memory_id, body))
 
     def delete(self, app: str, user: str, memory_id: str, hard: bool | None = None) -> None:
@@ -92,14 +98,15 @@ class MemoryClient:
         order_by_event_time: bool | None = None, deduplicate: bool | None = None, kind_fallback: bool | None = None,
         hybrid: bool | None = None, rrf_k: int | None = None, dense_weight: float | None = None,
         keyword_weight: float | None = None, keyword_query: str | None = None, date_boost: bool | None = None,
-        merge_overlapping: bool | None = None,
+        merge_overlapping: bool | None = None, metadata_filter: Mapping[str, str | int | bool] | None = None,
     ) -> list[SearchHit]:
         """Ranked hits; options left as None take the server's defaults (README, "Retrieval")."""
         options = {"kind": kind, "time_from": time_from, "time_to": time_to, "max_results": max_results,
                    "similarity_threshold": similarity_threshold, "order_by_event_time": order_by_event_time,
                    "deduplicate": deduplicate, "kind_fallback": kind_fallback, "hybrid": hybrid, "rrf_k": rrf_k,
                    "dense_weight": dense_weight, "keyword_weight": keyword_weight, "keyword_query": keyword_query,
-                   "date_boost": date_boost, "merge_overlapping": merge_overlapping}
+                   "date_boost": date_boost, "merge_overlapping": merge_overlapping,
+                   "metadata_filter": dict(metadata_filter) if metadata_filter else None}
         return self._send(P.search(app, user, P.search_body(query, options)))
 
     def preload(

@@ -41,6 +41,7 @@ class Entry:
     source: str = "user"
     provenance: list[str] = field(default_factory=list)
     deleted_at: datetime | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Entry:
@@ -59,6 +60,7 @@ class Entry:
             source=str(data.get("source") or "user"),
             provenance=list(data.get("provenance") or []),
             deleted_at=parse_time(data.get("deleted_at")),
+            metadata=dict(data.get("metadata") or {}),
         )
 
     @property

@@ -10,7 +10,8 @@ service turns into :class:`memcore.errors.ValidationError` naming the field):
 - topics: at most 32, each 1..64 characters; participants: at most 64, each 1..64 characters
   (:data:`MAX_NAME_CHARS`, also the limit of a speaker name);
 - location: at most 256 characters; provenance: at most 1024 ids;
-- event_time: ISO-8601 (naive values are taken as UTC).
+- event_time: ISO-8601 (naive values are taken as UTC);
+- metadata: a small JSON object, limits in :mod:`memcore.metadata` (not part of the id).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from memcore.metadata import Scalar, check_filter, check_metadata
 from memcore.vocabulary import KeywordQuery
 
 MAX_ID_CHARS = 128
@@ -176,6 +178,12 @@ class Memory(BaseModel):
     location: str | None = None
     source: Source = Source.USER
     provenance: list[str] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("metadata", mode="before")
+    @classmethod
+    def _metadata(cls, v: Any) -> dict[str, Any]:
+        return check_metadata(v)
 
     @field_validator("text")
     @classmethod
@@ -208,7 +216,7 @@ class Memory(BaseModel):
         return check_provenance(v)
 
 
-PATCH_FIELDS: tuple[str, ...] = ("text", "topics", "kind", "event_time", "participants", "location")
+PATCH_FIELDS: tuple[str, ...] = ("text", "topics", "kind", "event_time", "participants", "location", "metadata")
 """What an update may change; every other field of the entry is kept (provenance grows)."""
 
 
@@ -224,7 +232,13 @@ class MemoryPatch(BaseModel):
     event_time: datetime | None = None
     participants: list[str] | None = None
     location: str | None = None
+    metadata: dict[str, Any] | None = None
     provenance: list[str] = Field(default_factory=list)
+
+    @field_validator("metadata", mode="before")
+    @classmethod
+    def _metadata(cls, v: Any) -> dict[str, Any] | None:
+        return None if v is None else check_metadata(v)
 
     @field_validator("text")
     @classmethod
@@ -264,7 +278,7 @@ class MemoryPatch(BaseModel):
     def changes(self) -> dict[str, Any]:
         """The fields the caller gave (``None`` lists are left out: they mean "keep")."""
         out = {f: getattr(self, f) for f in PATCH_FIELDS if f in self.model_fields_set}
-        return {f: v for f, v in out.items() if not (v is None and f in ("topics", "participants", "kind"))}
+        return {f: v for f, v in out.items() if not (v is None and f in ("topics", "participants", "kind", "metadata"))}
 
     @classmethod
     def of(cls, memory: Memory) -> MemoryPatch:
@@ -336,6 +350,13 @@ class SearchOptions(BaseModel):
     keyword_query: KeywordQuery | None = None
     date_boost: bool | None = None
     merge_overlapping: bool | None = None
+    metadata_filter: dict[str, Scalar] | None = None
+    """Only entries whose metadata has every ``key: value`` (equality, AND); see :mod:`memcore.metadata`."""
+
+    @field_validator("metadata_filter", mode="before")
+    @classmethod
+    def _metadata_filter(cls, v: Any) -> dict[str, Scalar] | None:
+        return check_filter(v)
 
     @field_validator("time_from", "time_to")
     @classmethod

@@ -61,8 +61,10 @@ class VectorStore(Protocol):
         kind: Kind | None = None,
         time_from: datetime | None = None,
         time_to: datetime | None = None,
+        metadata: Sequence[tuple[str, str]] = (),
     ) -> list[tuple[Entry, float]]:
-        """Active entries of ``key`` nearest to ``vector`` (cosine), best first."""
+        """Active entries of ``key`` nearest to ``vector`` (cosine), best first; ``metadata``: payload
+        string equalities (``("metadata.<key>", value)``, see :func:`memcore.metadata.pushdown`)."""
         ...
 
     def scroll(self, key: UserKey | None = None, *, include_deleted: bool = True) -> Iterator[Entry]:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from memcore import fusion
+from memcore.metadata import matches, pushdown
 from memcore.model import Entry, Kind, SearchHit, SearchOptions, UserKey
 from memcore.ports import KeywordIndex, Vectors, VectorStore
 from memcore.query import content_query, query_dates
@@ -57,12 +58,15 @@ def search_once(
     knobs = Knobs.of(opts, defaults)
     merging = knobs.merge_overlapping and opts.hybrid
     pool = max(defaults.candidate_pool, opts.max_results * (3 if opts.deduplicate or merging else 1))
+    meta = pushdown(opts.metadata_filter)
     if not opts.hybrid:
-        dense = vectors.search(key, qvec, limit=pool, kind=kind, time_from=opts.time_from, time_to=opts.time_to)
-        return [SearchHit(entry=e, score=s) for e, s in dense if s >= opts.similarity_threshold]
+        dense = vectors.search(key, qvec, limit=pool, kind=kind, time_from=opts.time_from, time_to=opts.time_to,
+                               metadata=meta)
+        return [SearchHit(entry=e, score=s) for e, s in dense
+                if s >= opts.similarity_threshold and matches(e.metadata, opts.metadata_filter)]
     period, rest = query_dates(opts.query) if knobs.date_boost else (None, opts.query)
     text = content_query(rest) if knobs.keyword_query == "content" else rest
-    lists = _Lists(vectors, keywords, key, qvec, kind, text, pool, knobs)
+    lists = _Lists(vectors, keywords, key, qvec, kind, text, pool, knobs, meta)
     fused = lists.fused(opts.time_from, opts.time_to)
     if period is not None:
         lo = period[0] - timedelta(days=defaults.date_boost_before_days)
@@ -76,15 +80,16 @@ def search_once(
     missing = [i for i, _ in fused if i not in known]
     if missing:
         known.update({e.id: e for e in vectors.get(key, missing) if e.active})
-    return [SearchHit(entry=known[i], score=s) for i, s in fused if i in known]
+    return [SearchHit(entry=known[i], score=s) for i, s in fused
+            if i in known and matches(known[i].metadata, opts.metadata_filter)]
 
 
 class _Lists:
     """The dense and BM25 lists of one query within a time range, fused; remembers the entries seen."""
 
     def __init__(self, vectors: VectorStore, keywords: KeywordIndex, key: UserKey, qvec: Vectors,
-                 kind: Kind | None, text: str, pool: int, knobs: Knobs) -> None:
-        self.vectors, self.keywords, self.key, self.qvec = vectors, keywords, key, qvec
+                 kind: Kind | None, text: str, pool: int, knobs: Knobs, meta: tuple[tuple[str, str], ...]) -> None:
+        self.vectors, self.keywords, self.key, self.qvec, self.meta = vectors, keywords, key, qvec, meta
         self.kind, self.text, self.pool, self.knobs = kind, text, pool, knobs
         self.known: dict[str, Entry] = {}
 
@@ -94,7 +99,7 @@ class _Lists:
         weights: list[float] = []
         if kn.dense_weight > 0 or kn.keyword_weight <= 0:
             dense = self.vectors.search(self.key, self.qvec, limit=self.pool, kind=self.kind, time_from=time_from,
-                                        time_to=time_to)
+                                        time_to=time_to, metadata=self.meta)
             self.known.update({e.id: e for e, _ in dense})
             rankings.append([e.id for e, _ in dense])
             weights.append(kn.dense_weight if kn.dense_weight > 0 else 1.0)

@@ -16,6 +16,7 @@ import pydantic
 from memcore import backup, fusion, search
 from memcore.errors import ConflictError, NotFoundError, ValidationError
 from memcore.ids import memory_id
+from memcore.metadata import Scalar, check_filter, matches
 from memcore.model import Entry, Kind, Memory, MemoryPatch, SearchHit, SearchOptions, UserKey, now_utc
 from memcore.ports import Embedder, KeywordIndex, Vectors, VectorStore
 from memcore.search import Knobs
@@ -110,7 +111,8 @@ class MemoryService:
                 entry = _new_entry(key, new_id, mem, now, created_at=target.created_at)  # reactivated: keeps its own
             else:
                 entry = _new_entry(key, new_id, mem, now, created_at=src.created_at)  # inherits the source's
-            entry = entry.model_copy(update={"provenance": _union(src.provenance, mem.provenance)})
+            entry = entry.model_copy(update={"provenance": _union(src.provenance, mem.provenance),
+                                             "metadata": _metadata_of(mem, src)})
             self._write(entry, reembed=True)
             self._retire(src, now)
             return entry
@@ -180,10 +182,14 @@ class MemoryService:
         with store_errors("get"):
             return self._active(key, entry_id)
 
-    def read(self, key: UserKey, limit: int | None = None) -> list[Entry]:
-        """Active entries, newest ``updated_at`` first; ``limit`` None or <= 0 means all."""
+    def read(
+        self, key: UserKey, limit: int | None = None, metadata_filter: dict[str, Scalar] | None = None
+    ) -> list[Entry]:
+        """Active entries, newest ``updated_at`` first; ``limit`` None or <= 0 means all; with a
+        ``metadata_filter`` only the entries whose metadata has every ``key: value``."""
+        flt = _metadata_filter(metadata_filter)
         with store_errors("read"):
-            entries = list(self.vectors.scroll(key, include_deleted=False))
+            entries = [e for e in self.vectors.scroll(key, include_deleted=False) if matches(e.metadata, flt)]
         entries.sort(key=lambda e: (e.updated_at, e.id), reverse=True)
         return entries[:limit] if limit and limit > 0 else entries
 
@@ -241,6 +247,18 @@ class MemoryService:
         self.keywords.delete([src.id])
 
 
+def _metadata_filter(value: Any) -> dict[str, Scalar] | None:
+    try:
+        return check_filter(value)
+    except ValueError as exc:
+        raise ValidationError(str(exc), field=getattr(exc, "field", "metadata_filter")) from None
+
+
+def _metadata_of(mem: Memory, prev: Entry) -> dict[str, Any]:
+    """A write that does not name ``metadata`` (an extractor's or a tool's) keeps the entry's."""
+    return mem.metadata if "metadata" in mem.model_fields_set else dict(prev.metadata)
+
+
 def _new_entry(key: UserKey, entry_id: str, mem: Memory, now: Any, *, created_at: Any) -> Entry:
     return Entry(id=entry_id, app=key.app, user=key.user, created_at=created_at, updated_at=now, **mem.model_dump())
 
@@ -253,6 +271,7 @@ def _memory_of(entry: Entry) -> dict[str, Any]:
 def _apply(prev: Entry, mem: Memory, now: Any, *, provenance: list[str]) -> Entry:
     data = mem.model_dump()
     data["provenance"] = provenance
+    data["metadata"] = _metadata_of(mem, prev)
     return prev.model_copy(update={**data, "updated_at": now})
 
 

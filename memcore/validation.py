@@ -19,6 +19,7 @@ import pydantic
 from pydantic import BaseModel
 
 from memcore.errors import MemoryServiceError, StoreError, ValidationError
+from memcore.metadata import refine_loc
 from memcore.model import SessionRef, UserKey
 
 T = TypeVar("T", bound=BaseModel)
@@ -30,7 +31,7 @@ def first_error(errors: Sequence[Mapping[str, Any]], *, skip: Collection[str] = 
     if not errors:
         return "invalid value", None
     err = errors[0]
-    parts = list(err.get("loc", ()))
+    parts = list(refine_loc(tuple(err.get("loc", ())), (err.get("ctx") or {}).get("error")))
     if parts and parts[0] in skip:
         parts = parts[1:]
     msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")

@@ -47,10 +47,11 @@ def _digest(secret: str) -> bytes:
     return hashlib.sha256(secret.encode("utf-8")).digest()
 
 
-def granted_apps(request: Request) -> set[str] | None:
+def granted_apps(request: Request, schemes: tuple[str, ...] = ("bearer",)) -> set[str] | None:
     """The apps the presented ``Authorization: Bearer <key>`` opens (None: auth is off).
 
     Every configured key is compared in constant time; a missing or unknown key is 401.
+    ``schemes`` are the accepted authorization schemes, lower case (the Mem0 routes add ``token``).
     """
     _, settings = state(request)
     keys = settings.api_key_map()
@@ -61,7 +62,7 @@ def granted_apps(request: Request) -> set[str] | None:
         raise AuthenticationError("more than one Authorization header", field="authorization")
     scheme, _, token = (values[0] if values else "").partition(" ")
     token = token.strip()
-    if scheme.lower() != "bearer" or not token:
+    if scheme.lower() not in schemes or not token:
         raise AuthenticationError("an API key is required: Authorization: Bearer <key>", field="authorization")
     presented = _digest(token)
     granted: set[str] = set()

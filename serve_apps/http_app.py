@@ -69,6 +69,7 @@ from serve_apps.http_models import (
     Health,
     MemoryRequest,
     MemoryUpdateRequest,
+    MetadataFilterQuery,
     PreloadRequest,
     PreloadResponse,
     Ready,
@@ -76,6 +77,7 @@ from serve_apps.http_models import (
     SearchResponse,
     ToolCallRequest,
     ToolList,
+    parse_metadata_filter,
 )
 
 __all__ = ["SEQ_HEADER", "TIMING_HEADER", "attach", "create_app"]
@@ -122,9 +124,11 @@ def _memory_routes(router: APIRouter) -> None:
     async def read_memories(
         request: Request, app: App, user: User,
         limit: Annotated[int, Query(ge=1, le=MAX_READ_LIMIT, description="At most this many.")] = DEFAULT_READ_LIMIT,
+        metadata_filter: MetadataFilterQuery = None,
     ) -> Response:
-        """The user's active memories, newest first."""
-        entries = await shards(request).read(make_key(app, user), limit)
+        """The user's active memories, newest first (only those matching ``metadata_filter`` when given)."""
+        flt = parse_metadata_filter(metadata_filter)
+        entries = await shards(request).read(make_key(app, user), limit, flt)
         return JSONResponse({"entries": to_json(entries)})
 
     @router.get("/memories/{memory_id}", response_model=EntryModel, responses=errors(404),
@@ -281,4 +285,7 @@ def create_app() -> FastAPI:
     app.include_router(tools_router)
     app.include_router(jobs_router)
     _health_routes(app)
+    from serve_apps.protocols import install_protocols  # MCP at /mcp, the Mem0-compatible API at /mem0
+
+    install_protocols(app)
     return app

@@ -7,19 +7,40 @@ validates; the subclasses here only add field descriptions and examples.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
+from fastapi import Query
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from actors.archive import JobStatus, RecallHit
+from memcore.errors import ValidationError
 from memcore.extraction.events import MessageBatch
+from memcore.metadata import MetadataError, Scalar, check_filter
 from memcore.model import Entry, InjectionMode, Memory, MemoryPatch, PreloadStrategy, SearchOptions, encodable
 from memcore.settings import ToolMode
 
 MAX_READ_LIMIT = 1000
 DEFAULT_READ_LIMIT = 100
+
+MetadataFilterQuery = Annotated[str | None, Query(
+    description='A JSON object of metadata equalities, e.g. `{"agent_id": "planner"}` (AND of all keys).')]
+
+
+def parse_metadata_filter(raw: str | None) -> dict[str, Scalar] | None:
+    """The ``metadata_filter`` query parameter (JSON text) as a validated filter; 422 naming the field."""
+    if raw is None or not raw.strip():
+        return None
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ValidationError(f"metadata_filter is not JSON: {exc.msg}", field="metadata_filter") from None
+    try:
+        return check_filter(value)
+    except MetadataError as exc:
+        raise ValidationError(str(exc), field=exc.field) from None
 
 
 def _describe(descriptions: dict[str, str], example: dict[str, Any] | None = None) -> Callable[[dict[str, Any]], None]:
@@ -45,6 +66,8 @@ _MEMORY_DOCS = {
     "location": "Where the episode happened (up to 256 characters).",
     "source": "Who the memory is about or came from: `user` or `assistant`.",
     "provenance": "Ids of the conversation turns the memory came from (at most 1024).",
+    "metadata": "A small JSON object kept with the memory (at most 32 keys of letters, digits, `_`, `-`; 4096 bytes "
+                "of JSON); not part of the memory's identity; filterable by equality (`metadata_filter`).",
 }
 _ENTRY_DOCS = {
     **_MEMORY_DOCS,
@@ -72,6 +95,7 @@ _SEARCH_DOCS = {
     "keyword_query": "`content`: BM25 searches the query without stop and question words; `raw`: as given.",
     "date_boost": "A query naming a day or month also searches that period, fused in (default: on).",
     "merge_overlapping": "Merge verbatim windows that share turns into one hit (default: on).",
+    "metadata_filter": "Only memories whose metadata has every `key: value` given (string, integer or boolean).",
 }
 
 

@@ -5,7 +5,7 @@ Every module of the repository is parsed with :mod:`ast`; every ``import`` count
 (module level, inside a function — a lazy import — or under ``if TYPE_CHECKING:``). Allowed edges
 between top-level packages (README, "Architecture"; the integrations are tested from ``tests``)::
 
-    memcore ← actors ← serve_apps, jobs ← cluster        memclient: standalone
+    memcore ← actors ← serve_apps, jobs ← cluster → memclient (memctl mcp)   memclient: standalone
     examples → memclient    testkit: standalone          bench, tests → anything; nothing → them
 """
 
@@ -23,7 +23,7 @@ ALLOWED: dict[str, set[str]] = {
     "actors": {"memcore"},
     "serve_apps": {"memcore", "actors"},
     "jobs": {"memcore", "actors"},
-    "cluster": {"memcore", "actors", "serve_apps", "jobs"},
+    "cluster": {"memcore", "actors", "serve_apps", "jobs", "memclient"},
     "memclient": set(),
     "examples": {"memclient"},
     "testkit": set(),
@@ -161,4 +161,5 @@ def test_settings_and_vocabulary_are_leaves_of_the_domain() -> None:
     edges = graph()
     assert edges["memcore.vocabulary"] == set()
     assert edges["memcore.settings"] <= {"memcore", "memcore.vocabulary", "memcore.errors"}
-    assert edges["memcore.validation"] <= {"memcore", "memcore.errors", "memcore.model", "memcore.vocabulary"}
+    assert edges["memcore.validation"] <= {"memcore", "memcore.errors", "memcore.model", "memcore.vocabulary",
+                                           "memcore.metadata"}

@@ -223,9 +223,11 @@ class QdrantServerStore:
         kind: Kind | None = None,
         time_from: datetime | None = None,
         time_to: datetime | None = None,
+        metadata: Sequence[tuple[str, str]] = (),
     ) -> list[tuple[Entry, float]]:
-        """Active entries of ``key`` nearest to ``vector`` (cosine), best first."""
-        spec = scope_filter(key, active_only=True, kind=kind, time_from=time_from, time_to=time_to)
+        """Active entries of ``key`` nearest to ``vector`` (cosine), best first; ``metadata``: payload
+        string equalities (``("metadata.<key>", value)``, see :func:`memcore.metadata.pushdown`)."""
+        spec = scope_filter(key, active_only=True, kind=kind, time_from=time_from, time_to=time_to, metadata=metadata)
         query, top = query_vector(vector, self.dim), check_limit(limit)
         with self._engine("search") as client:
             response = client.query_points(

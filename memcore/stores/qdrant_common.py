@@ -75,13 +75,16 @@ def scope_filter(
     kind: Kind | None = None,
     time_from: datetime | None = None,
     time_to: datetime | None = None,
+    metadata: Sequence[tuple[str, str]] = (),
 ) -> FilterSpec:
-    """The filter of every store query: scope, then optional ids, activity, kind and event time."""
+    """The filter of every store query: scope, then optional ids, activity, kind, event time and
+    metadata equalities (payload paths ``metadata.<key>``)."""
     matches: list[tuple[str, str]] = []
     if key is not None:
         matches += [("app", key.app), ("user", key.user)]
     if kind is not None:
         matches.append(("kind", Kind(kind).value))
+    matches += [(path, value) for path, value in metadata]
     ranges: tuple[Range, ...] = ()
     if time_from is not None or time_to is not None:
         lo = timestamp(time_from) if time_from is not None else None

@@ -206,9 +206,11 @@ class QdrantEdgeStore:
         kind: Kind | None = None,
         time_from: datetime | None = None,
         time_to: datetime | None = None,
+        metadata: Sequence[tuple[str, str]] = (),
     ) -> list[tuple[Entry, float]]:
-        """Active entries of ``key`` nearest to ``vector`` (cosine), best first."""
-        spec = scope_filter(key, active_only=True, kind=kind, time_from=time_from, time_to=time_to)
+        """Active entries of ``key`` nearest to ``vector`` (cosine), best first; ``metadata``: payload
+        string equalities (``("metadata.<key>", value)``, see :func:`memcore.metadata.pushdown`)."""
+        spec = scope_filter(key, active_only=True, kind=kind, time_from=time_from, time_to=time_to, metadata=metadata)
         request = qe.QueryRequest(
             limit=check_limit(limit),
             query=qe.Query.Nearest(query_vector(vector, self.dim)),

@@ -1,0 +1,161 @@
+"""The MCP server of memcluster (official ``mcp`` SDK, low-level ``Server``), transport-independent.
+
+Tools: the app's exposed memory tools (:func:`memcore.tools.exposed_schemas`, the function behind
+``GET /v1/apps/{app}/tools``) with their JSON schemas, plus :data:`RECALL` over the raw session
+archive. Annotations: ``readOnlyHint`` for search, load and recall; ``destructiveHint`` for delete
+and clear; ``idempotentHint`` for add. A failing call (bad argument, disabled tool, unknown id) is
+an MCP tool error (``isError``) whose text is ``{"error", "field", "message"}``, never a transport
+failure. Resource :data:`NEWEST_URI` lists the user's newest memories.
+
+Who the caller is (app, user) and how calls reach the service is a :class:`ToolBackend`: over the
+ingress's shard backend for Streamable HTTP (:mod:`serve_apps.mcp_http`), over memclient for stdio
+(:mod:`cluster.mcp_cli`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Any, Protocol
+
+import mcp_types as types
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel.server import Server
+from mcp.shared.exceptions import MCPError
+
+from memcore import vocabulary as T
+from memcore.errors import ValidationError
+
+RECALL = "memory_recall"
+NEWEST_URI = "memories://newest"
+NEWEST_LIMIT = 20
+RECALL_SCHEMA: dict[str, Any] = {
+    "description": "Search the raw turns of the user's earlier conversations (other sessions), best match first.",
+    "properties": {"query": {"type": "string", "description": "What to look for."},
+                   "session": {"type": "string", "description": "The current session id; its turns are left out."},
+                   "max_results": {"type": "integer", "minimum": 1, "maximum": 100}},
+    "required": ["query"],
+}
+_READ_ONLY = {T.SEARCH, T.LOAD, RECALL}
+_DESTRUCTIVE = {T.DELETE, T.CLEAR}
+_IDEMPOTENT = {T.ADD}
+
+
+class ToolBackend(Protocol):
+    """One caller's view of the service (its app and user are fixed)."""
+
+    async def exposed(self) -> list[dict[str, Any]]:
+        """The app's exposed tools as OpenAI function schemas (``GET /v1/apps/{app}/tools``)."""
+        ...
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Run a memory tool; raises an error with ``field`` on bad input."""
+        ...
+
+    async def recall(self, query: str, session: str | None, max_results: int) -> list[dict[str, Any]]:
+        ...
+
+    async def newest(self, limit: int) -> list[dict[str, Any]]:
+        """The user's newest memories as JSON objects."""
+        ...
+
+
+Resolve = Callable[[ServerRequestContext[Any, Any]], Awaitable[ToolBackend]]
+
+
+def tool_annotations(name: str) -> types.ToolAnnotations:
+    return types.ToolAnnotations(read_only_hint=name in _READ_ONLY, destructive_hint=name in _DESTRUCTIVE,
+                                 idempotent_hint=name in _IDEMPOTENT or name in _READ_ONLY, open_world_hint=False)
+
+
+def tool_of(schema: dict[str, Any]) -> types.Tool:
+    """An MCP tool from an OpenAI function schema (the same parameters object)."""
+    fn = schema["function"]
+    return types.Tool(name=fn["name"], description=fn["description"], input_schema=fn["parameters"],
+                      annotations=tool_annotations(fn["name"]))
+
+
+def recall_tool() -> types.Tool:
+    params = {"type": "object", "properties": RECALL_SCHEMA["properties"], "required": RECALL_SCHEMA["required"],
+              "additionalProperties": False}
+    return types.Tool(name=RECALL, description=RECALL_SCHEMA["description"], input_schema=params,
+                      annotations=tool_annotations(RECALL))
+
+
+def tool_error(exc: BaseException) -> types.CallToolResult:
+    """An MCP tool error naming the field (the HTTP API's error shape as text and structured content)."""
+    body = {"error": str(getattr(exc, "error", None) or type(exc).__name__), "field": getattr(exc, "field", None),
+            "message": str(getattr(exc, "message", None) or exc)}
+    return types.CallToolResult(content=[types.TextContent(text=json.dumps(body))], structured_content=body,
+                                is_error=True)
+
+
+def _ok(result: Any) -> types.CallToolResult:
+    data = result if isinstance(result, dict) else {"result": result}
+    return types.CallToolResult(content=[types.TextContent(text=json.dumps(data, ensure_ascii=False))],
+                                structured_content=data)
+
+
+def _recall_args(arguments: dict[str, Any]) -> tuple[str, str | None, int]:
+    unknown = set(arguments) - set(RECALL_SCHEMA["properties"])
+    if unknown:
+        raise ValidationError(f"unknown argument(s) {sorted(unknown)}", field="arguments")
+    query, session, limit = arguments.get("query"), arguments.get("session"), arguments.get("max_results", 10)
+    if not isinstance(query, str) or not query.strip():
+        raise ValidationError("query is required", field="arguments.query")
+    if session is not None and not isinstance(session, str):
+        raise ValidationError("session must be a string", field="arguments.session")
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 100:
+        raise ValidationError("max_results must be an integer from 1 to 100", field="arguments.max_results")
+    return query, session, limit
+
+
+def build_server(resolve: Resolve, *, name: str = "memcluster", version: str = "0.1.0") -> Server[Any]:
+    """The MCP server; ``resolve`` gives each request its caller's :class:`ToolBackend`."""
+
+    async def list_tools(ctx: ServerRequestContext[Any, Any],
+                         params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        backend = await resolve(ctx)
+        return types.ListToolsResult(tools=[*map(tool_of, await backend.exposed()), recall_tool()])
+
+    async def call_tool(ctx: ServerRequestContext[Any, Any],
+                        params: types.CallToolRequestParams) -> types.CallToolResult:
+        arguments = dict(params.arguments or {})
+        try:
+            backend = await resolve(ctx)
+            if params.name == RECALL:
+                hits = await backend.recall(*_recall_args(arguments))
+                return _ok({"results": hits, "count": len(hits)})
+            return _ok(await backend.call(params.name, arguments))
+        except Exception as exc:  # noqa: BLE001 - every failure is a tool error, never a transport one
+            return tool_error(exc)
+
+    async def list_resources(ctx: ServerRequestContext[Any, Any],
+                             params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
+        return types.ListResourcesResult(resources=[types.Resource(
+            uri=NEWEST_URI, name="newest memories", mime_type="application/json",
+            description=f"The user's {NEWEST_LIMIT} most recently written memories.")])
+
+    async def read_resource(ctx: ServerRequestContext[Any, Any],
+                            params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+        if str(params.uri) != NEWEST_URI:
+            raise MCPError(code=types.INVALID_PARAMS, message=f"unknown resource {params.uri}")
+        backend = await resolve(ctx)
+        entries = await backend.newest(NEWEST_LIMIT)
+        text = json.dumps({"memories": entries}, ensure_ascii=False)
+        return types.ReadResourceResult(contents=[types.TextResourceContents(
+            uri=NEWEST_URI, mime_type="application/json", text=text)])
+
+    return Server(name, version=version, on_list_tools=list_tools, on_call_tool=call_tool,
+                  on_list_resources=list_resources, on_read_resource=read_resource)
+
+
+def entry_json(entry: Any) -> dict[str, Any]:
+    """A memory for the resource: id, text, kind, topics, metadata, updated_at."""
+    get = (lambda k: entry.get(k)) if isinstance(entry, dict) else (lambda k: getattr(entry, k, None))
+    updated = get("updated_at")
+    kind = get("kind")
+    return {"memory_id": get("id"), "memory": get("text"), "memory_kind": getattr(kind, "value", kind),
+            "topics": list(get("topics") or []), "metadata": dict(get("metadata") or {}),
+            "updated_at": updated.isoformat() if isinstance(updated, datetime) else updated}

@@ -1,0 +1,316 @@
+"""A Mem0-compatible REST API under ``/mem0``: ``MemoryClient(api_key=<app key>, host=<base>/mem0)`` works
+unchanged (``mem0ai`` 2.2.x, sync and async).
+
+::
+
+    GET    /mem0/v1/ping/                     the key's app          POST /mem0/v3/memories/add/      add
+    POST   /mem0/v3/memories/search/          search                 POST /mem0/v3/memories/          list (paged)
+    GET|PUT|DELETE /mem0/v1/memories/{id}/    get, update, delete    DELETE /mem0/v1/memories/        delete all
+    GET    /mem0/v1/memories/{id}/history/    id-rotation trail      GET  /mem0/v1/entities/      users, agents, runs
+    DELETE /mem0/v2/entities/{type}/{name}/   delete an entity's memories
+    anything else                             501 naming the feature (webhooks, exports, profiles, projects, ...)
+
+Auth: ``Authorization: Token <key>`` (what the client sends) or ``Bearer <key>``; the key selects the
+app (``X-Memcluster-App`` picks one when a key opens several, or names the app when auth is off;
+default ``mem0``). ``add`` with ``infer`` true (the default) goes through session ingest and the app's
+extractor (verbatim when none is configured) and waits for the job; ``infer: false`` stores each
+message as given. The data mapping is in :mod:`serve_apps.mem0_map`. Errors have the API's one shape
+``{"error", "field", "message"}`` (the client shows that JSON as its exception's message).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Callable, Coroutine
+from datetime import timedelta
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
+from starlette.exceptions import HTTPException
+
+from actors.backend import unwrap
+from actors.extraction_queue import job_shard
+from memcore.errors import NotFoundError, ValidationError
+from memcore.model import Entry, SearchHit, now_utc
+from memcore.validation import make_key
+from serve_apps import mem0_map as M
+from serve_apps.deps import state as app_state
+from serve_apps.http_access import check_path_encoding
+from serve_apps.http_errors import response_for
+from serve_apps.mem0_models import Mem0AddRequest, Mem0ListRequest, Mem0SearchRequest, Mem0UpdateRequest
+from serve_apps.protocol_auth import resolve_app
+
+PREFIX = "/mem0"
+TAG = "mem0"
+DEFAULT_APP = "mem0"
+INFER_TIMEOUT_S = 60.0
+MAX_LIST = 1000
+UNSUPPORTED = (("webhooks", "webhooks"), ("exports", "memory exports"), ("profiles", "user profiles"),
+               ("profile", "user profiles"), ("projects", "projects"), ("orgs", "organizations"),
+               ("summary", "summaries"), ("batch", "batch update/delete"), ("feedback", "feedback"))
+
+
+class Mem0Route(APIRoute):
+    """Resolves the app from the key before the body is read; every failure gets the API's error shape."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def guarded(request: Request) -> Response:
+            try:
+                request.state.mem0_app = resolve_app(request, ("bearer", "token"), DEFAULT_APP)
+                check_path_encoding(request)
+                return await handler(request)
+            except (HTTPException, RequestValidationError):
+                raise
+            except Exception as exc:  # noqa: BLE001 - every failure becomes the error shape
+                return response_for(exc)
+
+        return guarded
+
+
+async def _call(request: Request, app: str, user: str, method: str, *args: Any) -> Any:
+    backend, _ = app_state(request)
+    value, _ = unwrap(await backend.call(make_key(app, user), method, *args))
+    return value
+
+
+# ----------------------------------------------------------------- handlers
+async def _add(request: Request, body: Mem0AddRequest) -> dict[str, Any]:
+    app = request.state.mem0_app
+    entities = body.entities()
+    user = entities.get("user_id")
+    if not isinstance(user, str):
+        raise ValidationError("user_id is required (memcluster scopes every memory by user)", field="user_id")
+    make_key(app, user)
+    meta = M.entry_metadata(M.user_metadata(body.metadata), entities)
+    messages = body.message_list()
+    if not body.infer:
+        memories = [{"text": m["content"], "source": "assistant" if m["role"] == "assistant" else "user",
+                     "metadata": meta} for m in messages if m["role"] != "system" and m["content"].strip()]
+        if not memories:
+            return {"results": []}
+        entries: list[Entry] = await _call(request, app, user, "add_many", memories)
+        unique = {e.id: e for e in entries}
+        return {"results": [{"id": M.mem0_id(user, e.id), "memory": e.text, "event": "ADD"} for e in unique.values()]}
+    return {"results": await _infer(request, app, user, entities.get("run_id"), messages, meta)}
+
+
+async def _infer(request: Request, app: str, user: str, run: Any, messages: list[dict[str, str]],
+                 meta: dict[str, Any]) -> list[dict[str, Any]]:
+    """Ingest the messages as a session (``run_id``, else ``mem0``), wait for the extraction job, then
+    give the entries it wrote the request's metadata."""
+    backend, _ = app_state(request)
+    key = make_key(app, user)
+    base, tag = now_utc(), uuid.uuid4().hex[:12]
+    events = [{"id": f"mem0-{tag}-{i}", "role": m["role"], "content": m["content"],
+               "timestamp": (base + timedelta(milliseconds=i)).isoformat()}
+              for i, m in enumerate(messages) if m["role"] != "system"]
+    session = run if isinstance(run, str) else M.DEFAULT_SESSION
+    job, _ = unwrap(await backend.call(key, "ingest", session, events))
+    shard = job_shard(job.job_id)
+    assert shard is not None  # the shard made the id
+    deadline = time.monotonic() + INFER_TIMEOUT_S
+    while not job.finished and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+        job = await backend.call_shard(shard, "job", job.job_id)
+    if not job.finished:
+        return [{"id": None, "memory": None, "event": "PENDING", "job_id": job.job_id}]
+    out: list[dict[str, Any]] = []
+    for op in job.operations:
+        if op.get("status") != "applied":
+            continue
+        action = str(op.get("action") or op.get("type"))
+        eid = op.get("effective_id") or op.get("memory_id")
+        if action == "delete" and op.get("memory_id"):
+            out.append({"id": M.mem0_id(user, str(op["memory_id"])), "memory": None, "event": "DELETE"})
+        elif action in ("add", "update") and eid:
+            out.append(await _tag(request, app, user, str(eid), meta, "ADD" if action == "add" else "UPDATE"))
+    return out
+
+
+async def _tag(request: Request, app: str, user: str, entry_id: str, meta: dict[str, Any],
+               event: str) -> dict[str, Any]:
+    """Give an extracted entry the request's metadata (same text: the id does not change)."""
+    try:
+        entry: Entry = await _call(request, app, user, "get", entry_id)
+    except NotFoundError:
+        return {"id": M.mem0_id(user, entry_id), "memory": None, "event": event}
+    if meta and entry.metadata != {**entry.metadata, **meta}:
+        entry = await _call(request, app, user, "update", entry_id, {"metadata": {**entry.metadata, **meta}})
+    return {"id": M.mem0_id(user, entry.id), "memory": entry.text, "event": event}
+
+
+async def _search(request: Request, body: Mem0SearchRequest) -> dict[str, Any]:
+    app = request.state.mem0_app
+    best: dict[str, dict[str, Any]] = {}
+    for user, flt in M.scoped(M.conjunctions(body.filters)):
+        options: dict[str, Any] = {"query": body.query, "max_results": body.top_k, "metadata_filter": flt or None}
+        if body.threshold is not None:
+            options["similarity_threshold"] = body.threshold
+        hits: list[SearchHit] = await _call(request, app, user, "search", options)
+        for h in hits:
+            item = M.to_mem0(h.entry, h.score)
+            if item["id"] not in best or best[item["id"]]["score"] < h.score:
+                best[item["id"]] = item
+    ranked = sorted(best.values(), key=lambda r: (-r["score"], r["id"]))
+    return {"results": ranked[: body.top_k]}
+
+
+async def _entries(request: Request, app: str, filters: Any) -> list[Entry]:
+    found: dict[tuple[str, str], Entry] = {}
+    for user, flt in M.scoped(M.conjunctions(filters)):
+        for e in await _call(request, app, user, "read", None, flt or None):
+            found[(e.user, e.id)] = e
+    return sorted(found.values(), key=lambda e: (e.updated_at, e.id), reverse=True)
+
+
+async def _users(request: Request, app: str) -> list[str]:
+    backend, settings = app_state(request)
+    users: set[str] = set()
+    for shard in range(settings.shards):
+        users.update(await backend.call_shard(shard, "export_users", app))
+    return sorted(users)
+
+
+async def _entity_memories(request: Request, app: str, kind: str, name: str) -> list[Entry]:
+    if kind == "user":
+        return list(await _call(request, app, name, "read", None, None))
+    key = M.ENTITY_KEYS[M.ENTITY_TYPES[kind]]
+    out: list[Entry] = []
+    for user in await _users(request, app):
+        out += await _call(request, app, user, "read", None, {key: name})
+    return out
+
+
+# ----------------------------------------------------------------- routes
+def mem0_router() -> APIRouter:
+    router = APIRouter(prefix=PREFIX, route_class=Mem0Route, tags=[TAG])
+
+    @router.get("/v1/ping/", summary="Check the key (Mem0 ping)")
+    async def ping(request: Request) -> dict[str, Any]:
+        """Answers for a valid key; names the app it selects."""
+        app = request.state.mem0_app
+        return {"status": "ok", "message": "pong", "org_id": app, "project_id": app, "user_email": None}
+
+    @router.post("/v3/memories/add/", summary="Add memories (Mem0)")
+    async def add(request: Request, body: Mem0AddRequest) -> dict[str, Any]:
+        """``infer`` true: extract through session ingest; false: store each message as given."""
+        return await _add(request, body)
+
+    @router.post("/v3/memories/search/", summary="Search memories (Mem0)")
+    async def search(request: Request, body: Mem0SearchRequest) -> dict[str, Any]:
+        """Hybrid search of each user named by ``filters`` (equality, AND/OR), best first."""
+        return await _search(request, body)
+
+    @router.post("/v3/memories/", summary="List memories (Mem0, paged)")
+    async def list_memories(request: Request, body: Mem0ListRequest, page: int = 1, page_size: int = 100) -> Any:
+        """Memories matching ``filters``, newest first, ``page_size`` per page."""
+        if page < 1:
+            raise ValidationError("page must be at least 1", field="page")
+        if not 1 <= page_size <= MAX_LIST:
+            raise ValidationError(f"page_size must be 1..{MAX_LIST}", field="page_size")
+        entries = await _entries(request, request.state.mem0_app, body.filters)
+        start = (page - 1) * page_size
+        nxt = (str(request.url.include_query_params(page=page + 1, page_size=page_size))
+               if start + page_size < len(entries) else None)
+        prev = str(request.url.include_query_params(page=page - 1, page_size=page_size)) if page > 1 else None
+        return {"count": len(entries), "next": nxt, "previous": prev,
+                "results": [M.to_mem0(e) for e in entries[start : start + page_size]]}
+
+    @router.get("/v1/memories/{memory_id}/", summary="Get a memory (Mem0)")
+    async def get(request: Request, memory_id: str) -> dict[str, Any]:
+        user, eid = M.split_id(memory_id)
+        return M.to_mem0(await _call(request, request.state.mem0_app, user, "get", eid))
+
+    @router.put("/v1/memories/{memory_id}/", summary="Update a memory (Mem0)")
+    async def update(request: Request, memory_id: str, body: Mem0UpdateRequest) -> dict[str, Any]:
+        """New text (the memcluster id rotates; the trail is kept for history) and/or new metadata."""
+        app = request.state.mem0_app
+        user, eid = M.split_id(memory_id)
+        entry: Entry = await _call(request, app, user, "get", eid)
+        memory: dict[str, Any] = {}  # an update changes only what it names (the rest of the entry is kept)
+        user_meta = ({k: v for k, v in entry.metadata.items() if not k.startswith(M.PREFIX)}
+                     if body.metadata is None else M.user_metadata(body.metadata))
+        keep = {k: v for k, v in M.reserved(entry.metadata).items() if k != M.PREV}
+        prev = entry.metadata.get(M.PREV)
+        if body.text is not None and body.text.strip() != entry.text:
+            memory["text"], prev = body.text, entry.id
+        memory["metadata"] = {**user_meta, **keep, **({M.PREV: prev} if isinstance(prev, str) else {})}
+        return M.to_mem0(await _call(request, app, user, "update", eid, memory))
+
+    @router.delete("/v1/memories/{memory_id}/", summary="Delete a memory (Mem0)")
+    async def delete(request: Request, memory_id: str) -> dict[str, Any]:
+        user, eid = M.split_id(memory_id)
+        await _call(request, request.state.mem0_app, user, "delete", eid, None)
+        return {"message": "Memory deleted successfully!"}
+
+    @router.delete("/v1/memories/", summary="Delete all memories of an entity (Mem0)")
+    async def delete_all(request: Request, user_id: str | None = None, agent_id: str | None = None,
+                         run_id: str | None = None, app_id: str | None = None) -> dict[str, Any]:
+        """The memories matching every id given; at least one is required."""
+        app = request.state.mem0_app
+        given = {k: v for k, v in {"agent_id": agent_id, "run_id": run_id, "app_id": app_id}.items() if v}
+        if user_id and not given:
+            await _call(request, app, user_id, "clear", None)
+            return {"message": "Memories deleted successfully!"}
+        if not user_id and not given:
+            raise ValidationError("name a user_id, agent_id, run_id or app_id", field="user_id")
+        users = [user_id] if user_id else await _users(request, app)
+        flt = {M.ENTITY_KEYS[k]: v for k, v in given.items()}
+        for user in users:
+            for e in await _call(request, app, user, "read", None, flt):
+                await _call(request, app, user, "delete", e.id, None)
+        return {"message": "Memories deleted successfully!"}
+
+    @router.get("/v1/memories/{memory_id}/history/", summary="History of a memory (Mem0)")
+    async def history(request: Request, memory_id: str) -> list[dict[str, Any]]:
+        """ADD, UPDATE (one per text change, following the id rotation) and DELETE events, oldest first."""
+        user, eid = M.split_id(memory_id)
+        entries = await _call(request, request.state.mem0_app, user, "export")
+        return M.history(entries, eid)
+
+    @router.get("/v1/entities/", summary="Users, agents and runs with memories (Mem0)")
+    async def entities(request: Request) -> dict[str, Any]:
+        app = request.state.mem0_app
+        found: dict[tuple[str, str], list[Entry]] = {}
+        for user in await _users(request, app):
+            for e in await _call(request, app, user, "read", None, None):
+                found.setdefault(("user", user), []).append(e)
+                for kind, name in (("agent", e.metadata.get(M.AGENT)), ("run", e.metadata.get(M.RUN))):
+                    if isinstance(name, str):
+                        found.setdefault((kind, name), []).append(e)
+        results = [{"id": name, "name": name, "type": kind, "total_memories": len(es), "owner": None,
+                    "organization": None, "metadata": None,
+                    "created_at": min(e.created_at for e in es).isoformat(),
+                    "updated_at": max(e.updated_at for e in es).isoformat()}
+                   for (kind, name), es in sorted(found.items())]
+        return {"count": len(results), "next": None, "previous": None, "results": results}
+
+    @router.delete("/v2/entities/{entity_type}/{name}/", summary="Delete an entity's memories (Mem0)")
+    async def delete_entity(request: Request, entity_type: str, name: str) -> dict[str, Any]:
+        app = request.state.mem0_app
+        if entity_type not in M.ENTITY_TYPES:
+            raise ValidationError(f"entity type must be one of {sorted(M.ENTITY_TYPES)}", field="entity_type")
+        if entity_type == "user":
+            await _call(request, app, name, "clear", None)
+        else:
+            for e in await _entity_memories(request, app, entity_type, name):
+                await _call(request, app, e.user, "delete", e.id, None)
+        return {"message": "Entity deleted successfully."}
+
+    @router.api_route("/{rest:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE"], include_in_schema=False,
+                      summary="Unsupported Mem0 features (501)")
+    async def unsupported(request: Request, rest: str) -> Response:
+        """Webhooks, exports, profiles, projects, summaries, batch and feedback are not implemented."""
+        parts = rest.lower().split("/")
+        feature = next((name for word, name in UNSUPPORTED if word in parts), f"/{rest}")
+        return JSONResponse({"error": "NotImplemented", "field": "path",
+                             "message": f"memcluster's Mem0 API does not support {feature}"}, status_code=501)
+
+    return router

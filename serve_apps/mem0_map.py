@@ -1,0 +1,228 @@
+"""How Mem0's data model maps onto memcluster's (pure functions; the routes are :mod:`serve_apps.mem0_api`).
+
+- The API key selects the memcluster app; Mem0's ``user_id`` is the memcluster user.
+- ``agent_id``, ``run_id`` and ``app_id`` are kept in the entry's metadata under the reserved keys
+  :data:`AGENT`, :data:`RUN` and :data:`APP`; the caller's own ``metadata`` sits beside them. Keys
+  starting with :data:`PREFIX` are reserved: a caller's key with that prefix is refused (422 naming
+  ``metadata.<key>``), and they are never returned inside ``metadata``.
+- A Mem0 memory id is ``<memcluster id>.<base64url of the user id>``: Mem0's get, update, delete and
+  history carry no user, and memcluster scopes every read by user.
+- An update that changes the text rotates the memcluster id (content addressing); the new entry keeps
+  the previous id under :data:`PREV`, and the retired one stays as a tombstone (soft delete, the
+  default), so :func:`history` can walk the trail: ADD, then one UPDATE per rotation or in-place
+  change, then DELETE when the newest is a tombstone.
+- Filters (``filters`` of search and list) are equalities on ``user_id``, ``agent_id``, ``run_id``,
+  ``app_id`` and ``metadata``, combined with ``AND`` / ``OR`` (and ``{"in": [...]}``); they are
+  expanded into at most :data:`MAX_BRANCHES` conjunctions, each of which must name a ``user_id``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import itertools
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from memcore.errors import NotFoundError, ValidationError
+from memcore.metadata import MetadataError, Scalar, check_key
+from memcore.model import Entry
+
+PREFIX = "mem0_"
+AGENT, RUN, APP, PREV = "mem0_agent_id", "mem0_run_id", "mem0_app_id", "mem0_prev_id"
+ENTITY_KEYS: dict[str, str] = {"agent_id": AGENT, "run_id": RUN, "app_id": APP}
+ENTITY_TYPES: dict[str, str] = {"user": "user_id", "agent": "agent_id", "run": "run_id", "app": "app_id"}
+MAX_BRANCHES = 16
+DEFAULT_SESSION = "mem0"
+
+Conjunction = dict[str, Scalar]
+"""``user_id`` (optional) plus metadata equalities (reserved keys for agent/run/app)."""
+
+
+# ----------------------------------------------------------------- ids
+def mem0_id(user: str, entry_id: str) -> str:
+    tag = base64.urlsafe_b64encode(user.encode("utf-8")).decode("ascii").rstrip("=")
+    return f"{entry_id}.{tag}"
+
+
+def split_id(value: str) -> tuple[str, str]:
+    """``(user, memcluster id)`` of a Mem0 memory id; an unreadable one is 404 (no such memory)."""
+    entry_id, sep, tag = value.partition(".")
+    if not sep or not entry_id or not tag:
+        raise NotFoundError(f"memory {value!r} not found", field="memory_id")
+    try:
+        user = base64.urlsafe_b64decode(tag + "=" * (-len(tag) % 4)).decode("utf-8")
+    except (binascii.Error, ValueError):
+        raise NotFoundError(f"memory {value!r} not found", field="memory_id") from None
+    return user, entry_id
+
+
+# ----------------------------------------------------------------- metadata
+def user_metadata(value: Any, field: str = "metadata") -> dict[str, Any]:
+    """The caller's ``metadata`` (None: empty), with no reserved key."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ValidationError("metadata must be a JSON object", field=field)
+    for key in value:
+        if isinstance(key, str) and key.startswith(PREFIX):
+            raise ValidationError(f"metadata keys starting with {PREFIX!r} are reserved", field=f"{field}.{key}")
+    return dict(value)
+
+
+def entry_metadata(metadata: Mapping[str, Any], entities: Mapping[str, Any], prev: str | None = None) -> dict[str, Any]:
+    """What is stored: the caller's metadata plus the entity ids (agent/run/app) and the previous id."""
+    out = dict(metadata)
+    for name, key in ENTITY_KEYS.items():
+        value = entities.get(name)
+        if value is not None:
+            out[key] = _entity_value(value, name)
+    if prev is not None:
+        out[PREV] = prev
+    return out
+
+
+def reserved(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in metadata.items() if k.startswith(PREFIX)}
+
+
+def _entity_value(value: Any, field: str) -> str:
+    if not isinstance(value, str) or not value or len(value) > 128:
+        raise ValidationError(f"{field} must be a string of 1..128 characters", field=field)
+    return value
+
+
+def to_mem0(entry: Entry, score: float | None = None) -> dict[str, Any]:
+    """A memory as Mem0's API returns it."""
+    meta = {k: v for k, v in entry.metadata.items() if not k.startswith(PREFIX)}
+    out: dict[str, Any] = {
+        "id": mem0_id(entry.user, entry.id), "memory": entry.text, "user_id": entry.user,
+        "agent_id": entry.metadata.get(AGENT), "run_id": entry.metadata.get(RUN), "app_id": entry.metadata.get(APP),
+        "metadata": meta or None, "categories": list(entry.topics), "immutable": False, "expiration_date": None,
+        "created_at": _iso(entry.created_at), "updated_at": _iso(entry.updated_at),
+    }
+    if score is not None:
+        out["score"] = score
+    return out
+
+
+def _iso(t: datetime | None) -> str | None:
+    return t.isoformat() if t is not None else None
+
+
+# ----------------------------------------------------------------- filters
+def conjunctions(filters: Any, field: str = "filters") -> list[Conjunction]:
+    """``filters`` in disjunctive normal form: a list of conjunctions (an empty filter: one, empty)."""
+    if filters is None:
+        return [{}]
+    if not isinstance(filters, Mapping):
+        raise ValidationError("filters must be a JSON object", field=field)
+    branches: list[Conjunction] = [{}]
+    for key, value in filters.items():
+        if key in ("AND", "OR"):
+            if not isinstance(value, list) or not value:
+                raise ValidationError(f"{key} takes a non-empty list of conditions", field=f"{field}.{key}")
+            parts = [conjunctions(v, f"{field}.{key}.{i}") for i, v in enumerate(value)]
+            part = _and_all(parts, f"{field}.{key}") if key == "AND" else [c for p in parts for c in p]
+        elif key == "user_id":
+            part = [{"user_id": v} for v in _values(value, f"{field}.{key}")]
+        elif key in ENTITY_KEYS:
+            part = [{ENTITY_KEYS[key]: v} for v in _values(value, f"{field}.{key}")]
+        elif key == "metadata":
+            part = [_metadata_condition(value, f"{field}.metadata")]
+        else:
+            raise ValidationError(f"unsupported filter {key!r}: use user_id, agent_id, run_id, app_id, metadata, "
+                                  "AND, OR", field=f"{field}.{key}")
+        branches = _and_all([branches, part], field)
+    return branches
+
+
+def _values(value: Any, field: str) -> list[str]:
+    if isinstance(value, Mapping):
+        if set(value) != {"in"} or not isinstance(value["in"], list) or not value["in"]:
+            raise ValidationError("only equality and {\"in\": [...]} are supported", field=field)
+        return [_entity_value(v, field) for v in value["in"]]
+    if value == "*":
+        raise ValidationError("the wildcard '*' is not supported; name the id", field=field)
+    return [_entity_value(value, field)]
+
+
+def _metadata_condition(value: Any, field: str) -> Conjunction:
+    if not isinstance(value, Mapping) or not value:
+        raise ValidationError("metadata filter must be a non-empty object of key: value", field=field)
+    out: Conjunction = {}
+    for key, item in value.items():
+        try:
+            check_key(key, field)
+        except MetadataError as exc:
+            raise ValidationError(str(exc), field=exc.field) from None
+        if key.startswith(PREFIX):
+            raise ValidationError(f"metadata keys starting with {PREFIX!r} are reserved", field=f"{field}.{key}")
+        if not isinstance(item, str | int | bool) or isinstance(item, float):
+            raise ValidationError("metadata filter values are strings, integers or booleans", field=f"{field}.{key}")
+        out[key] = item
+    return out
+
+
+def _and_all(parts: Sequence[list[Conjunction]], field: str) -> list[Conjunction]:
+    out: list[Conjunction] = []
+    for combo in itertools.product(*parts):
+        merged: Conjunction = {}
+        ok = True
+        for conj in combo:
+            for k, v in conj.items():
+                if k in merged and merged[k] != v:
+                    ok = False  # contradictory: this branch matches nothing
+                merged[k] = v
+        if ok and merged not in out:
+            out.append(merged)
+        if len(out) > MAX_BRANCHES:
+            raise ValidationError(f"the filter expands to more than {MAX_BRANCHES} alternatives", field=field)
+    return out
+
+
+def scoped(branches: list[Conjunction], field: str = "filters") -> list[tuple[str, dict[str, Scalar]]]:
+    """Each conjunction as ``(user, metadata filter)``; one without a ``user_id`` is refused."""
+    out: list[tuple[str, dict[str, Scalar]]] = []
+    for conj in branches:
+        user = conj.get("user_id")
+        if not isinstance(user, str):
+            raise ValidationError("filters must name a user_id (memcluster scopes every memory by user)",
+                                  field=f"{field}.user_id")
+        out.append((user, {k: v for k, v in conj.items() if k != "user_id"}))
+    return out
+
+
+# ----------------------------------------------------------------- history
+def history(entries: Sequence[Entry], entry_id: str) -> list[dict[str, Any]]:
+    """The Mem0 history of the memory ``entry_id`` among ``entries`` (one user's, tombstones included)."""
+    by_id = {e.id: e for e in entries}
+    if entry_id not in by_id:
+        raise NotFoundError(f"memory {entry_id!r} not found", field="memory_id")
+    successor = {str(e.metadata[PREV]): e.id for e in entries if isinstance(e.metadata.get(PREV), str)}
+    newest = entry_id
+    seen = {newest}
+    while newest in successor and successor[newest] not in seen:
+        newest = successor[newest]
+        seen.add(newest)
+    chain = [by_id[newest]]
+    while isinstance(prev := chain[-1].metadata.get(PREV), str) and prev in by_id and by_id[prev] not in chain:
+        chain.append(by_id[prev])
+    chain.reverse()
+    first = chain[0]
+    events = [_event(first, "ADD", None, first.text, first.created_at)]
+    for old, new in itertools.pairwise(chain):
+        events.append(_event(new, "UPDATE", old.text, new.text, old.deleted_at or new.updated_at))
+    last = chain[-1]
+    if last.deleted_at is not None:
+        events.append(_event(last, "DELETE", last.text, None, last.deleted_at))
+    return events
+
+
+def _event(entry: Entry, kind: str, old: str | None, new: str | None, at: datetime) -> dict[str, Any]:
+    mid = mem0_id(entry.user, entry.id)
+    return {"id": f"{mid}:{kind.lower()}:{at.timestamp():.6f}", "memory_id": mid, "event": kind,
+            "old_memory": old, "new_memory": new, "user_id": entry.user, "agent_id": entry.metadata.get(AGENT),
+            "run_id": entry.metadata.get(RUN), "categories": list(entry.topics), "input": [],
+            "created_at": _iso(at), "updated_at": _iso(at)}

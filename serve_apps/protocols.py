@@ -1,0 +1,19 @@
+"""The protocols memory users already run, on the ingress: MCP (Streamable HTTP, :mod:`serve_apps.mcp_http`)
+at ``/mcp`` and the Mem0-compatible REST API (:mod:`serve_apps.mem0_api`) at ``/mem0``."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+from starlette.routing import Route
+
+from serve_apps import mcp_http, mem0_api
+
+
+def install_protocols(app: FastAPI) -> None:
+    app.include_router(mem0_api.mem0_router())
+    app.router.routes.append(Route(mcp_http.PATH, endpoint=mcp_http.McpEndpoint(),
+                                   methods=["GET", "POST", "DELETE"], include_in_schema=False))
+    tags = list(app.openapi_tags or [])
+    tags.append({"name": mem0_api.TAG, "description": "Mem0-compatible REST API (`mem0ai` MemoryClient with "
+                 "host=<base>/mem0). MCP (Streamable HTTP) is served at /mcp, outside this document."})
+    app.openapi_tags = tags

@@ -1,0 +1,149 @@
+"""MCP against the local cluster with the official SDK's client: Streamable HTTP at /mcp on the
+ingress, and stdio through `memctl mcp` (a subprocess forwarding with memclient)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+pytestmark = pytest.mark.ray
+
+KEYS = {"app1": "mcp-key-one-0123456789", "app2": "mcp-key-two-0123456789"}
+ROOT = Path(__file__).resolve().parents[2]
+INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+@pytest.fixture(scope="module")
+def base(serve_port: int, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    from tests.serve_apps.protocol_cluster import deployed
+
+    with deployed(serve_port, tmp_path_factory.mktemp("mcp-data"), name="memmcp", prefix="/mcpt", keys=KEYS) as url:
+        yield url
+
+
+def _headers(app: str, user: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {KEYS[app]}", "X-Memcluster-User": user}
+
+
+def _text(result: Any) -> dict[str, Any]:
+    return dict(json.loads(result.content[0].text))
+
+
+def _exposed(base: str, app: str) -> list[str]:
+    r = httpx.get(f"{base}/v1/apps/{app}/tools", headers={"Authorization": f"Bearer {KEYS[app]}"}, timeout=30)
+    return [t["function"]["name"] for t in r.json()["tools"]]
+
+
+async def _http_session(base: str, app: str, user: str, body: Any) -> Any:
+    import httpx2
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    async with httpx2.AsyncClient(headers=_headers(app, user), timeout=60) as http:
+        async with streamable_http_client(f"{base}/mcp", http_client=http) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                return await body(session)
+
+
+async def _stdio_session(base: str, app: str, user: str, body: Any) -> Any:
+    from mcp import ClientSession, StdioServerParameters, stdio_client
+
+    env = {"MEMCLUSTER_API_KEY": KEYS[app], "PYTHONPATH": str(ROOT), "HOME": os.environ.get("HOME", "/tmp")}
+    params = StdioServerParameters(command=sys.executable, cwd=str(ROOT), env=env,
+                                   args=["-m", "cluster.cli", "mcp", "--url", base, "--app", app, "--user", user])
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        return await body(session)
+
+
+@pytest.mark.parametrize("transport", ["http", "stdio"])
+def test_tools_add_then_search_in_a_second_session(base: str, transport: str) -> None:
+    run = _http_session if transport == "http" else _stdio_session
+    user = f"ann-{transport}"
+
+    async def first(session: Any) -> dict[str, Any]:
+        listed = await session.list_tools()
+        names = [t.name for t in listed.tools]
+        assert names == [*_exposed(base, "app1"), "memory_recall"]
+        by_name = {t.name: t for t in listed.tools}
+        assert by_name["memory_search"].annotations.read_only_hint is True
+        assert by_name["memory_add"].annotations.idempotent_hint is True
+        assert by_name["memory_add"].annotations.destructive_hint is False
+        assert by_name["memory_add"].input_schema["required"] == ["memory"]
+        added = await session.call_tool("memory_add", {"memory": "Ann keeps bees on her roof", "topics": ["hobby"]})
+        assert added.is_error is False
+        return _text(added)
+
+    added = asyncio.run(run(base, "app1", user, first))
+
+    async def second(session: Any) -> tuple[Any, Any, Any]:
+        found = await session.call_tool("memory_search", {"query": "bees roof"})
+        bad = await session.call_tool("memory_add", {"memory": "x", "memory_kind": "dream"})
+        unknown = await session.call_tool("memory_delete", {"memory_id": added["memory_id"]})
+        return found, bad, unknown
+
+    found, bad, unknown = asyncio.run(run(base, "app1", user, second))
+    assert [h["memory_id"] for h in _text(found)["results"]] == [added["memory_id"]]
+    assert bad.is_error is True and _text(bad)["field"] == "arguments.memory_kind"
+    assert unknown.is_error is True and _text(unknown)["field"] == "name"  # delete is not exposed (agentic)
+    # the same memory through the plain HTTP API: MCP wrote into the user's scope of app1 only
+    r = httpx.get(f"{base}/v1/apps/app1/users/{user}/memories", headers={"Authorization": f"Bearer {KEYS['app1']}"})
+    assert [e["text"] for e in r.json()["entries"]] == ["Ann keeps bees on her roof"]
+    r = httpx.get(f"{base}/v1/apps/app2/users/{user}/memories", headers={"Authorization": f"Bearer {KEYS['app2']}"})
+    assert r.json()["entries"] == []
+
+
+def test_recall_and_newest_resource_over_http(base: str) -> None:
+    events = [{"id": "e1", "role": "user", "content": "Our cat is called Miso", "timestamp": "2026-01-01T10:00:00Z"}]
+    r = httpx.post(f"{base}/v1/apps/app1/users/ben/sessions/s1/events", json={"events": events},
+                   headers={"Authorization": f"Bearer {KEYS['app1']}"}, timeout=30)
+    assert r.status_code in (200, 202), r.text
+
+    async def body(session: Any) -> tuple[Any, Any, Any]:
+        recall = await session.call_tool("memory_recall", {"query": "cat name", "session": "s2"})
+        bad = await session.call_tool("memory_recall", {"query": "cat", "max_results": 0})
+        newest = await session.read_resource("memories://newest")
+        return recall, bad, newest
+
+    recall, bad, newest = asyncio.run(_http_session(base, "app1", "ben", body))
+    assert [h["content"] for h in _text(recall)["results"]] == ["Our cat is called Miso"]
+    assert bad.is_error is True and _text(bad)["field"] == "arguments.max_results"
+    assert "memories" in json.loads(newest.contents[0].text)
+
+
+def test_http_auth_sessions_and_origin(base: str) -> None:
+    url = f"{base}/mcp"
+    with httpx.Client(timeout=30) as h:
+        r = h.post(url, json=INIT, headers=ACCEPT | {"X-Memcluster-User": "cy"})
+        assert r.status_code == 401 and r.json()["field"] == "authorization"
+        r = h.post(url, json=INIT, headers=ACCEPT | _headers("app2", "cy") | {"X-Memcluster-App": "app1"})
+        assert r.status_code == 403 and r.json()["field"] == "app"
+        r = h.post(url, json=INIT, headers=ACCEPT | _headers("app1", "bad/user"))
+        assert r.status_code == 422 and r.json()["field"] == "X-Memcluster-User"
+        r = h.post(url, json=INIT, headers=ACCEPT | _headers("app1", "cy") | {"Origin": "http://evil.example"})
+        assert r.status_code == 403 and r.json()["field"] == "origin"
+        r = h.post(url, json=INIT, headers=ACCEPT | _headers("app1", "cy"))
+        assert r.status_code == 200, r.text
+        sid = r.headers["mcp-session-id"]
+        follow = {"mcp-session-id": sid, "mcp-protocol-version": "2025-06-18"}
+        note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        assert h.post(url, json=note, headers=ACCEPT | _headers("app1", "cy") | follow).status_code == 202
+        listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+        r = h.post(url, json=listing, headers=ACCEPT | _headers("app2", "cy") | follow)
+        assert r.status_code == 404  # another key cannot use the session
+        r = h.post(url, json=listing, headers=ACCEPT | _headers("app1", "dora") | follow)
+        assert r.status_code == 404  # nor another user with the same key
+        r = h.post(url, json=listing, headers=ACCEPT | _headers("app1", "cy") | follow)
+        assert r.status_code == 200 and "memory_search" in r.text
+        assert h.delete(url, headers=_headers("app1", "cy") | follow).status_code == 200

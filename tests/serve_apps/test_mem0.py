@@ -1,0 +1,193 @@
+"""The Mem0-compatible API on the local cluster, driven by the real `mem0ai` MemoryClient (sync and
+async): the same scenario's results equal what memcluster's own API (memclient) returns."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import tempfile
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from memclient import MemoryClient as Memclient
+
+os.environ.setdefault("MEM0_TELEMETRY", "False")
+os.environ.setdefault("MEM0_DIR", tempfile.mkdtemp(prefix="mem0-"))
+
+pytestmark = pytest.mark.ray
+
+KEYS = {"app1": "mem0-key-one-0123456789", "app2": "mem0-key-two-0123456789"}
+AGENT, RUN = "mem0_agent_id", "mem0_run_id"
+
+
+@pytest.fixture(scope="module")
+def base(serve_port: int, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    from tests.serve_apps.protocol_cluster import deployed
+
+    with deployed(serve_port, tmp_path_factory.mktemp("mem0-data"), name="memmem0", prefix="/m0", keys=KEYS) as url:
+        yield url
+
+
+def _client(base: str, app: str = "app1") -> Any:
+    from mem0 import MemoryClient
+
+    return MemoryClient(api_key=KEYS[app], host=f"{base}/mem0")
+
+
+def _ours(base: str, app: str = "app1") -> Memclient:
+    return Memclient(base, api_key=KEYS[app], timeout=30)
+
+
+def _eid(mem0_id: str) -> str:
+    return mem0_id.partition(".")[0]
+
+
+def test_ping_validates_the_key(base: str) -> None:
+    from mem0 import MemoryClient
+
+    assert _client(base).project_id == "app1"  # /v1/ping/ answered for the key's app
+    with pytest.raises(ValueError, match="401 Unauthorized"):
+        MemoryClient(api_key="not-a-key", host=f"{base}/mem0")
+
+
+def test_add_search_list_equal_memclusters_own_api(base: str) -> None:
+    c = _client(base)
+    facts = ["Alice is vegetarian", "Alice cooks pasta on Fridays", "Alice dislikes mushrooms",
+             "Alice drinks green tea", "Alice bakes sourdough bread"]
+    added = c.add([{"role": "user", "content": f} for f in facts[:3]], user_id="alice", agent_id="chef",
+                  run_id="r1", metadata={"source": "onboarding"}, infer=False)
+    assert [r["event"] for r in added["results"]] == ["ADD"] * 3
+    assert [r["memory"] for r in added["results"]] == facts[:3]
+    c.add([{"role": "user", "content": f} for f in facts[3:]], user_id="alice", agent_id="barista", infer=False)
+    got = c.get(added["results"][0]["id"])
+    assert (got["memory"], got["user_id"], got["agent_id"], got["run_id"], got["metadata"]) == (
+        facts[0], "alice", "chef", "r1", {"source": "onboarding"})
+
+    ours = _ours(base)
+    for filters, meta in (({"AND": [{"user_id": "alice"}, {"agent_id": "chef"}]}, {AGENT: "chef"}),
+                          ({"user_id": "alice", "run_id": "r1"}, {RUN: "r1"}),
+                          ({"user_id": "alice"}, None)):
+        mine = c.search("what does Alice eat", filters=filters, top_k=4)["results"]
+        theirs = ours.search("app1", "alice", "what does Alice eat", max_results=4, metadata_filter=meta)
+        assert [(_eid(m["id"]), m["memory"], m["score"]) for m in mine] == [
+            (h.entry.id, h.entry.text, h.score) for h in theirs]
+        assert mine
+    either = c.search("Alice", filters={"AND": [{"user_id": "alice"},
+                                                {"OR": [{"agent_id": "chef"}, {"agent_id": "barista"}]}]}, top_k=10)
+    assert {m["memory"] for m in either["results"]} == set(facts)
+    only = c.search("Alice", filters={"user_id": "alice", "agent_id": {"in": ["barista"]}})
+    assert {m["agent_id"] for m in only["results"]} == {"barista"}
+
+    pages = [c.get_all(filters={"user_id": "alice"}, page=p, page_size=2) for p in (1, 2, 3)]
+    assert [p["count"] for p in pages] == [5, 5, 5]
+    assert [len(p["results"]) for p in pages] == [2, 2, 1]
+    assert pages[0]["previous"] is None and pages[0]["next"] and pages[2]["next"] is None
+    listed = [_eid(m["id"]) for p in pages for m in p["results"]]
+    assert listed == [e.id for e in ours.read("app1", "alice", 100)]
+    chef = c.get_all(filters={"AND": [{"user_id": "alice"}, {"agent_id": "chef"}]})
+    assert [_eid(m["id"]) for m in chef["results"]] == [
+        e.id for e in ours.read("app1", "alice", 100, metadata_filter={AGENT: "chef"})]
+
+
+def test_update_history_delete_and_delete_all(base: str) -> None:
+    c = _client(base)
+    first = c.add("Bob lives in Porto", user_id="bob", agent_id="a1", metadata={"k": 1}, infer=False)["results"][0]
+    c.add("Bob plays chess", user_id="bob", agent_id="a2", infer=False)
+    updated = c.update(first["id"], text="Bob lives in Lisbon")
+    assert updated["memory"] == "Bob lives in Lisbon" and updated["id"] != first["id"]
+    assert (updated["agent_id"], updated["metadata"]) == ("a1", {"k": 1})
+    again = c.update(updated["id"], metadata={"k": 2})
+    assert again["id"] == updated["id"] and again["metadata"] == {"k": 2}
+    history = c.history(updated["id"])
+    assert [(h["event"], h["old_memory"], h["new_memory"]) for h in history] == [
+        ("ADD", None, "Bob lives in Porto"), ("UPDATE", "Bob lives in Porto", "Bob lives in Lisbon")]
+    assert c.delete(updated["id"])["message"]
+    assert [h["event"] for h in c.history(updated["id"])] == ["ADD", "UPDATE", "DELETE"]
+    from mem0.exceptions import MemoryNotFoundError
+
+    with pytest.raises(MemoryNotFoundError):
+        c.get(updated["id"])
+    c.add("Bob drinks coffee", user_id="bob", agent_id="a2", infer=False)
+    c.add("Bob runs marathons", user_id="bob", agent_id="a3", infer=False)
+    c.delete_all(user_id="bob", agent_id="a2")
+    assert [m["memory"] for m in c.get_all(filters={"user_id": "bob"})["results"]] == ["Bob runs marathons"]
+    entities = {(e["type"], e["name"]): e["total_memories"] for e in c.users()["results"]}
+    assert entities[("user", "bob")] == 1 and entities[("agent", "a3")] == 1
+    c.delete_users(agent_id="a3")
+    assert c.get_all(filters={"user_id": "bob"})["results"] == []
+
+
+def test_infer_goes_through_ingest(base: str) -> None:
+    c = _client(base)
+    out = c.add([{"role": "user", "content": "I moved to Berlin last spring"},
+                 {"role": "assistant", "content": "Noted that you moved to Berlin."}],
+                user_id="cora", agent_id="travel")
+    assert out["results"] and {r["event"] for r in out["results"]} <= {"ADD", "UPDATE"}
+    ours = _ours(base)
+    entries = ours.read("app1", "cora", 100)
+    assert entries and all(e.metadata.get(AGENT) == "travel" for e in entries)
+    assert {_eid(r["id"]) for r in out["results"]} == {e.id for e in entries}
+    assert any("Berlin" in e.text for e in entries)
+    hits = ours.recall("app1", "cora", "Berlin")["hits"]  # the turns were archived by the ingest path
+    assert "I moved to Berlin last spring" in [h["content"] for h in hits]
+
+
+def test_users_and_apps_are_isolated(base: str) -> None:
+    a1, a2 = _client(base, "app1"), _client(base, "app2")
+    mine = a1.add("Dana's locker code is 4711", user_id="dana", infer=False)["results"][0]
+    assert a1.search("locker code", filters={"user_id": "eve"})["results"] == []
+    assert a2.search("locker code", filters={"user_id": "dana"})["results"] == []
+    assert a2.get_all(filters={"user_id": "dana"})["results"] == []
+    from mem0.exceptions import MemoryNotFoundError
+
+    with pytest.raises(MemoryNotFoundError):
+        a2.get(mine["id"])
+    with pytest.raises(MemoryNotFoundError):
+        a2.delete(mine["id"])
+    assert a1.get(mine["id"])["memory"] == "Dana's locker code is 4711"
+
+
+def test_bad_input_and_unsupported_features(base: str) -> None:
+    from mem0.exceptions import MemoryError as Mem0Error
+    from mem0.exceptions import ValidationError as Mem0Invalid
+
+    c = _client(base)
+    with pytest.raises(Mem0Invalid, match=re.escape("filters.user_id")):
+        c.search("x", filters={"agent_id": "a1"})
+    with pytest.raises(Mem0Invalid, match=re.escape("metadata.mem0_agent_id")):
+        c.add("x", user_id="fay", metadata={"mem0_agent_id": "forged"}, infer=False)
+    with pytest.raises(Mem0Invalid, match=re.escape("metadata.bad key")):
+        c.add("x", user_id="fay", metadata={"bad key": 1}, infer=False)
+    with pytest.raises(Mem0Error, match="summaries"):
+        c.get_summary({"user_id": "fay"})
+    with pytest.raises(Mem0Error, match="webhooks"):
+        c.get_webhooks("p1")
+    with pytest.raises(Mem0Error, match="memory exports"):
+        c.create_memory_export("{}", user_id="fay")
+
+
+def test_async_client(base: str) -> None:
+    from mem0 import AsyncMemoryClient
+
+    async def run() -> None:
+        c = AsyncMemoryClient(api_key=KEYS["app2"], host=f"{base}/mem0")
+        added = await c.add("Gus collects stamps", user_id="gus", agent_id="hobby", infer=False)
+        mid = added["results"][0]["id"]
+        found = await c.search("stamps", filters={"AND": [{"user_id": "gus"}, {"agent_id": "hobby"}]})
+        assert [m["id"] for m in found["results"]] == [mid]
+        listed = await c.get_all(filters={"user_id": "gus"}, page=1, page_size=10)
+        assert listed["count"] == 1
+        new = await c.update(mid, text="Gus collects coins")
+        assert [h["event"] for h in await c.history(new["id"])] == ["ADD", "UPDATE"]
+        assert (await c.get(new["id"]))["memory"] == "Gus collects coins"
+        other = (await c.add("Gus owns a kite", user_id="gus", infer=False))["results"][0]["id"]
+        assert (await c.delete(other))["message"]
+        assert [h["event"] for h in await c.history(other)] == ["ADD", "DELETE"]
+        await c.delete_all(user_id="gus")
+        assert (await c.get_all(filters={"user_id": "gus"}))["results"] == []
+
+    asyncio.run(run())
+    assert _ours(base, "app2").read("app2", "gus", 10) == []
