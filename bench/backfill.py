@@ -1,7 +1,7 @@
 """Backfill-job throughput: LoCoMo-10 and a synthetic archive 10× its size, through the real job.
 
-    unshare -n sh -c 'ip link set lo up && .venv/bin/python bench/backfill.py'     # both archives
-    .venv/bin/python bench/backfill.py --only locomo --embedder hashing            # quick check
+    unshare -n sh -c 'ip link set lo up && .venv/bin/python -m bench.backfill'     # both archives
+    .venv/bin/python -m bench.backfill --only locomo --embedder hashing            # quick check
 
 A fresh local Ray cluster (``--num-cpus``), ``--shards`` shard actors (real engines: Qdrant Edge,
 Tantivy, SQLite archive, each with the configured embedder for its queries), and the job of

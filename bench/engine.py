@@ -1,7 +1,7 @@
 """Engine benchmark: add throughput and search latency of MemoryService per vector-store adapter.
 
-    python bench/engine.py --sizes 10000 100000 --users 1000 --out bench/results/engine.json
-    python bench/engine.py --sizes 2000 --queries 50            # quick run
+    python -m bench.engine --sizes 10000 100000 --users 1000 --out bench/results/engine.json
+    python -m bench.engine --sizes 2000 --queries 50            # quick run
 
 Data: LoCoMo-10 turns ("Speaker: text", evaluation use only) spread over ``--users`` users of app
 "bench" (log-normal weights); past the 5,882 unique turns each text is a turn plus a sentence of
@@ -193,7 +193,7 @@ def markdown(res: dict) -> str:
     m, e, c = res["machine"], res["embedder"], res["config"]
     lines = [
         "# Engine benchmark", "",
-        f"`python bench/engine.py {c['argv']}` on {m['cpu']} ({m['cpu_count']} CPUs shared with other jobs; load "
+        f"`python -m bench.engine {c['argv']}` on {m['cpu']} ({m['cpu_count']} CPUs shared with other jobs; load "
         f"average {m['load_average']} at start, {res['load_average_end']} at end), {c['embedder']}. "
         f"{c['users']} users (app \"bench\"), LoCoMo-10 turns and deterministic variants; {POOL_NOTE}. "
         f"Latencies in ms, p50 / p99 over {c['queries']} LoCoMo questions per mode (after {c['warmup']} warm-up).",

@@ -1,6 +1,6 @@
 """Probes behind the engine benchmark's findings (where the time goes; what a change would save).
 
-    python bench/engine_probes.py [--entries 100000] [--out bench/results/engine_probes.json]
+    python -m bench.engine_probes [--entries 100000] [--out bench/results/engine_probes.json]
 
 1. wal: does an update that Qdrant Edge acknowledged, but that was never flushed, survive SIGKILL?
 2. add: MemoryService.add latency with the edge store as shipped (flush after every write) and with

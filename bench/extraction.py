@@ -1,7 +1,7 @@
 """Extraction-job benchmark: job overhead per turn excluding model time, and ingest-to-searchable latency.
 
-    python bench/extraction.py                         # both extractors, data on disk and on tmpfs
-    python bench/extraction.py --jobs 20 --storage disk --embedder hashing   # quick run
+    python -m bench.extraction                         # both extractors, data on disk and on tmpfs
+    python -m bench.extraction --jobs 20 --storage disk --embedder hashing   # quick run
 
 One shard (:class:`actors.shard.ShardCore`, real engines: Qdrant Edge, Tantivy, SQLite archive),
 one user, jobs run one at a time (no queueing effects). Each job is one new round of a session
@@ -231,7 +231,7 @@ def write_markdown(report: dict[str, Any], path: Path) -> None:
     lines = [
         "# Extraction jobs: overhead and ingest-to-searchable latency",
         "",
-        f"`python bench/extraction.py` — {cfg['jobs']} jobs per scenario, one at a time, 2 turns per job, "
+        f"`python -m bench.extraction` — {cfg['jobs']} jobs per scenario, one at a time, 2 turns per job, "
         f"embedder `{cfg['embedder']}`, scripted model delay {cfg['delay_ms']:g} ms. "
         f"Machine: {m['cpu']} ({m['cpu_count']} CPUs, load average {m['load_average'][0]} at the start: "
         f"other work was running), Python {m['python']}. Times in ms.",
@@ -253,7 +253,7 @@ def write_markdown(report: dict[str, Any], path: Path) -> None:
         + ", ".join(f"{n} {s.get('jobs_without_new_entry', 0)}" for n, s in res.items()) + ".",
         "- The job machinery itself (archive, job rows, cursor, queue, worker, deadline thread) is a few ms per "
         "job; a job's cost is the store writes and the searches. The verbatim extractor ignores existing "
-        "memories, yet the pipeline still runs the existing-memory search for it.",
+        "memories (it declares ``uses_existing`` False), so the pipeline runs no existing-memory search for it.",
         "",
         "![extraction](extraction.png)",
         "",

@@ -1,7 +1,7 @@
 """HTTP benchmark: search and add latency/throughput through the Ray Serve API, beside the
 in-process engine on the same data in the same run.
 
-    unshare -n sh -c 'ip link set lo up && .venv/bin/python bench/http_api.py --entries 100000'
+    unshare -n sh -c 'ip link set lo up && .venv/bin/python -m bench.http_api --entries 100000'
 
 1. N memory texts over 1,000 users (bench/data.py's LoCoMo-derived data), embedded once
    with the configured embedder (cached under bench/results/cache/), written straight into

@@ -26,23 +26,20 @@ Evidence ids are parsed tolerantly (:func:`parse_evidence`): ``"D8:6; D9:17"`` a
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from jobs.locomo import parse_dia_id, parse_sample, parse_time, turn_text
+from jobs.locomo import parse_dia_id, parse_dia_ids, parse_sample
 from memcore.extraction.events import Event
 
-__all__ = ["APP", "CATEGORIES", "QA", "Conversation", "Session", "convert", "load", "parse_dia_id", "parse_evidence",
-           "parse_time", "session_of", "turn_text"]
+__all__ = ["APP", "CATEGORIES", "QA", "Conversation", "Session", "convert", "load", "parse_evidence", "session_of"]
 
 APP = "locomo"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 
-_DIA_ID = re.compile(r"D\s*:?\s*(\d+)\s*:\s*(\d+)", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -90,7 +87,7 @@ def parse_evidence(values: Iterable[Any] | str | None) -> tuple[str, ...]:
         return ()
     if isinstance(values, str):
         values = [values]
-    found = (f"D{int(s)}:{int(t)}" for v in values for s, t in _DIA_ID.findall(str(v)))
+    found = (f"D{s}:{t}" for v in values for s, t in parse_dia_ids(str(v)))
     return tuple(dict.fromkeys(found))
 
 

@@ -82,7 +82,7 @@ def markdown(report: dict[str, Any], names: Sequence[str]) -> str:
     lines = [
         "# LoCoMo retrieval benchmark",
         "",
-        f"`python bench/retrieval.py` on `{Path(report['data']['file']).name}` "
+        f"`python -m bench.retrieval` on `{Path(report['data']['file']).name}` "
         f"({report['data']['conversations']} conversations, {report['data'].get('questions', '?')} questions; "
         f"{m['cpu']}, {m['cpu_count']} cores, load average {m['load_average']} at the end, shared machine). "
         "One search per question (question text only), top 10; recall through entry provenance "

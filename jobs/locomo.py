@@ -67,8 +67,13 @@ def parse_time(value: str) -> datetime | None:
 
 def parse_dia_id(text: str) -> tuple[int, int] | None:
     """``(session, turn)`` of the first dia id in ``text`` (tolerant: ``D3:5``, ``d 3 : 5``), else None."""
-    m = _DIA_ID.search(text)
-    return (int(m.group(1)), int(m.group(2))) if m else None
+    found = parse_dia_ids(text)
+    return found[0] if found else None
+
+
+def parse_dia_ids(text: str) -> list[tuple[int, int]]:
+    """``(session, turn)`` of every dia id in ``text``, in order (QA evidence may hold several)."""
+    return [(int(s), int(t)) for s, t in _DIA_ID.findall(text)]
 
 
 def turn_text(turn: dict[str, Any], captions: bool = False) -> str:
