@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 from memcore.metadata import Scalar, check_filter, check_metadata
 from memcore.vocabulary import KeywordQuery
@@ -162,6 +162,24 @@ def check_provenance(v: list[str]) -> list[str]:
     return v
 
 
+def _utc_or_none(v: datetime | None) -> datetime | None:
+    return utc(v) if v is not None else None
+
+
+def _metadata_or_none(v: Any) -> dict[str, Any] | None:
+    return None if v is None else check_metadata(v)
+
+
+Text = Annotated[str, AfterValidator(check_text)]
+Topics = Annotated[list[str], AfterValidator(check_topics)]
+Participants = Annotated[list[str], AfterValidator(check_participants)]
+Location = Annotated[str | None, AfterValidator(check_location)]
+EventTime = Annotated[datetime | None, AfterValidator(_utc_or_none)]
+Provenance = Annotated[list[str], AfterValidator(check_provenance)]
+Metadata = Annotated[dict[str, Any], BeforeValidator(check_metadata)]
+"""The field types of a memory, each with its rule (one home: :class:`Memory` and :class:`MemoryPatch`)."""
+
+
 class Memory(BaseModel):
     """What a caller (tool, API or extractor) says about a memory: everything but ids and times.
 
@@ -170,50 +188,15 @@ class Memory(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    text: str
-    topics: list[str] = Field(default_factory=list)
+    text: Text
+    topics: Topics = Field(default_factory=list)
     kind: Kind = Kind.FACT
-    event_time: datetime | None = None
-    participants: list[str] = Field(default_factory=list)
-    location: str | None = None
+    event_time: EventTime = None
+    participants: Participants = Field(default_factory=list)
+    location: Location = None
     source: Source = Source.USER
-    provenance: list[str] = Field(default_factory=list)
-    metadata: dict[str, Any] = Field(default_factory=dict)
-
-    @field_validator("metadata", mode="before")
-    @classmethod
-    def _metadata(cls, v: Any) -> dict[str, Any]:
-        return check_metadata(v)
-
-    @field_validator("text")
-    @classmethod
-    def _text(cls, v: str) -> str:
-        return check_text(v)
-
-    @field_validator("topics")
-    @classmethod
-    def _topics(cls, v: list[str]) -> list[str]:
-        return check_topics(v)
-
-    @field_validator("participants")
-    @classmethod
-    def _participants(cls, v: list[str]) -> list[str]:
-        return check_participants(v)
-
-    @field_validator("location")
-    @classmethod
-    def _location(cls, v: str | None) -> str | None:
-        return check_location(v)
-
-    @field_validator("event_time")
-    @classmethod
-    def _event_time(cls, v: datetime | None) -> datetime | None:
-        return utc(v) if v is not None else None
-
-    @field_validator("provenance")
-    @classmethod
-    def _provenance(cls, v: list[str]) -> list[str]:
-        return check_provenance(v)
+    provenance: Provenance = Field(default_factory=list)
+    metadata: Metadata = Field(default_factory=dict)
 
 
 PATCH_FIELDS: tuple[str, ...] = ("text", "topics", "kind", "event_time", "participants", "location", "metadata")
@@ -222,52 +205,25 @@ PATCH_FIELDS: tuple[str, ...] = ("text", "topics", "kind", "event_time", "partic
 
 class MemoryPatch(BaseModel):
     """An update: only the fields given change (text, topics, kind, event time, participants,
-    location); at least one is required. ``null`` clears ``event_time`` or ``location``."""
+    location, metadata); at least one is required. ``null`` clears ``event_time`` or ``location``."""
 
     model_config = ConfigDict(extra="forbid")
 
-    text: str | None = None
-    topics: list[str] | None = None
+    text: Text | None = None
+    topics: Topics | None = None
     kind: Kind | None = None
-    event_time: datetime | None = None
-    participants: list[str] | None = None
-    location: str | None = None
-    metadata: dict[str, Any] | None = None
-    provenance: list[str] = Field(default_factory=list)
+    event_time: EventTime = None
+    participants: Participants | None = None
+    location: Location = None
+    metadata: Annotated[dict[str, Any] | None, BeforeValidator(_metadata_or_none)] = None
+    provenance: Provenance = Field(default_factory=list)
 
-    @field_validator("metadata", mode="before")
+    @field_validator("text", mode="before")
     @classmethod
-    def _metadata(cls, v: Any) -> dict[str, Any] | None:
-        return None if v is None else check_metadata(v)
-
-    @field_validator("text")
-    @classmethod
-    def _text(cls, v: str | None) -> str | None:
+    def _text(cls, v: Any) -> Any:
         if v is None:
             raise ValueError("memory text must not be null (leave it out to keep it)")
-        return check_text(v)
-
-    @field_validator("topics", "participants")
-    @classmethod
-    def _lists(cls, v: list[str] | None, info: Any) -> list[str] | None:
-        if v is None:
-            return None
-        return check_topics(v) if info.field_name == "topics" else check_participants(v)
-
-    @field_validator("location")
-    @classmethod
-    def _location(cls, v: str | None) -> str | None:
-        return check_location(v)
-
-    @field_validator("event_time")
-    @classmethod
-    def _event_time(cls, v: datetime | None) -> datetime | None:
-        return utc(v) if v is not None else None
-
-    @field_validator("provenance")
-    @classmethod
-    def _provenance(cls, v: list[str]) -> list[str]:
-        return check_provenance(v)
+        return v
 
     @model_validator(mode="after")
     def _something(self) -> MemoryPatch:
