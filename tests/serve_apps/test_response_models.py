@@ -17,6 +17,7 @@ import jsonschema
 from tests.serve_apps.conftest import Served
 
 A = "/v1/apps/shapes/users/u1"
+MEM0_PREFIX = "/mem0/"
 
 
 def _closed(schema: Any) -> Any:
@@ -38,6 +39,8 @@ def _validators(served: Served) -> dict[tuple[str, str], jsonschema.Draft202012V
     components = _closed(copy.deepcopy(doc.get("components", {})))
     out = {}
     for path, ops in doc["paths"].items():
+        if path.startswith(MEM0_PREFIX):  # Mem0's own shapes: the real mem0ai client parses them (test_mem0.py)
+            continue
         for method, op in ops.items():
             for status, response in op.get("responses", {}).items():
                 schema = response.get("content", {}).get("application/json", {}).get("schema")
