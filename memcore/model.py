@@ -302,6 +302,10 @@ class Entry(Memory):
     created_at: datetime
     updated_at: datetime
     deleted_at: datetime | None = None
+    replaces: str | None = Field(default=None, exclude=True)
+    """A pending rotation: the id of the entry this one replaces, set while an update that rotates
+    the id has written this entry and not yet retired the old one (never shown: not dumped; see
+    :meth:`memcore.service.MemoryService.finish_rotations`)."""
 
     @property
     def key(self) -> UserKey:
@@ -320,6 +324,8 @@ class Entry(Memory):
         data["event_ts"] = self.event_time.timestamp() if self.event_time else None
         data["updated_ts"] = self.updated_at.timestamp()
         data["deleted"] = self.deleted_at is not None
+        if self.replaces is not None:
+            data["replaces"] = self.replaces
         return data
 
     @classmethod

@@ -113,9 +113,29 @@ class MemoryService:
                 entry = _new_entry(key, new_id, mem, now, created_at=src.created_at)  # inherits the source's
             entry = entry.model_copy(update={"provenance": _union(src.provenance, mem.provenance),
                                              "metadata": _metadata_of(mem, src)})
-            self._write(entry, reembed=True)
+            # Crash-safe rotation: the new entry is written naming the id it replaces, the old one is
+            # retired, then the mark is cleared; a shard killed in between finishes it on start
+            # (finish_rotations), so exactly one of the two stays active.
+            self._write(entry.model_copy(update={"replaces": src.id}), reembed=True)
             self._retire(src, now)
+            self.vectors.set_payload([entry])
             return entry
+
+    def finish_rotations(self, owns: Callable[[UserKey], bool] = lambda _key: True) -> int:
+        """Finish every rotating update a crash interrupted (entries still marked ``replaces``) among
+        the entries of the users ``owns`` accepts: the replaced entry is retired if it is still active
+        and the mark is cleared. Returns how many were finished. Run before serving, after a crash."""
+        with self._write_lock, store_errors("recovery"):
+            pending = [e for e in self.vectors.scroll(None, include_deleted=False)
+                       if e.replaces is not None and owns(e.key)]
+            for entry in pending:
+                old = next(iter(self.vectors.get(entry.key, [entry.replaces or ""])), None)
+                if old is not None and old.active:
+                    self._retire(old, entry.updated_at)
+                done = entry.model_copy(update={"replaces": None})
+                self.vectors.set_payload([done])
+                self.keywords.upsert([done])
+            return len(pending)
 
     def delete(self, key: UserKey, entry_id: str, *, hard: bool | None = None) -> None:
         with self._write_lock, store_errors("delete"):
