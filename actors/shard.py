@@ -41,7 +41,7 @@ from memcore import factory, layout, preload, tools
 from memcore.errors import NotFoundError, PermissionDeniedError, ValidationError
 from memcore.extraction.events import cursor_of, parse_events
 from memcore.ids import memory_id
-from memcore.model import Entry, InjectionMode, Memory, PreloadResult, SearchHit, SearchOptions, UserKey
+from memcore.model import Entry, InjectionMode, Memory, PreloadResult, SearchHit, SearchOptions, TopicsMatch, UserKey
 from memcore.ports import Embedder, Extractor, Vectors
 from memcore.service import MemoryService
 from memcore.settings import Settings, ToolMode
@@ -327,10 +327,12 @@ class ShardCore:
         return _HITS_JSON.dump_json(self.search(key, options, query_vector))
 
     def preload(
-        self, key: UserKey, budget: int, message: str, mode: InjectionMode, playbook: str | None
+        self, key: UserKey, budget: int, message: str, mode: InjectionMode, playbook: str | None,
+        topics: list[str] | None = None, topics_match: TopicsMatch = "any",
     ) -> PreloadResult:
         on = self._memory_on(key)
-        result = preload.preload(self.service, key, budget if on else 0, message, mode=mode, playbook=playbook)
+        result = preload.preload(self.service, key, budget if on else 0, message, mode=mode, playbook=playbook,
+                                 topics=topics, topics_match=topics_match)
         self.maintenance.touch(key, result.entries)
         return result
 

@@ -104,6 +104,7 @@ class AsyncMemoryClient:
         hybrid: bool | None = None, rrf_k: int | None = None, dense_weight: float | None = None,
         keyword_weight: float | None = None, keyword_query: str | None = None, date_boost: bool | None = None,
         merge_overlapping: bool | None = None, metadata_filter: Mapping[str, str | int | bool] | None = None,
+        topics: Sequence[str] | None = None, topics_match: str | None = None,
     ) -> list[SearchHit]:
         """Ranked hits; options left as None take the server's defaults (README, "Retrieval")."""
         options = {"kind": kind, "time_from": time_from, "time_to": time_to, "max_results": max_results,
@@ -111,15 +112,17 @@ class AsyncMemoryClient:
                    "deduplicate": deduplicate, "kind_fallback": kind_fallback, "hybrid": hybrid, "rrf_k": rrf_k,
                    "dense_weight": dense_weight, "keyword_weight": keyword_weight, "keyword_query": keyword_query,
                    "date_boost": date_boost, "merge_overlapping": merge_overlapping,
-                   "metadata_filter": dict(metadata_filter) if metadata_filter else None}
+                   "metadata_filter": dict(metadata_filter) if metadata_filter else None,
+                   "topics": list(topics) if topics is not None else None, "topics_match": topics_match}
         return await self._send(P.search(app, user, P.search_body(query, options)))
 
     async def preload(
         self, app: str, user: str, budget: int = 10, message: str = "", mode: str = "system",
-        playbook: str | None = None,
+        playbook: str | None = None, *, topics: Sequence[str] | None = None, topics_match: str | None = None,
     ) -> PreloadResult:
-        """The memories to inject before a model call (budget 0 off, -1 all) and their rendered block."""
-        return await self._send(P.preload(app, user, budget, message, mode, playbook))
+        """The memories to inject before a model call (budget 0 off, -1 all) and their rendered block;
+        ``topics`` (any of them, or all with ``topics_match="all"``) narrows what is considered."""
+        return await self._send(P.preload(app, user, budget, message, mode, playbook, topics, topics_match))
 
     # ------------------------------------------------------------------ tools
     async def tools(self, app: str, mode: str | None = None) -> list[dict[str, Any]]:

@@ -143,10 +143,15 @@ def search(app: str, user: str, body: dict[str, Any]) -> Call[list[SearchHit]]:
                 lambda data: [SearchHit.from_json(h) for h in data["hits"]], body=body)
 
 
-def preload(app: str, user: str, budget: int, message: str, mode: str, playbook: str | None) -> Call[PreloadResult]:
+def preload(app: str, user: str, budget: int, message: str, mode: str, playbook: str | None,
+            topics: Sequence[str] | None = None, topics_match: str | None = None) -> Call[PreloadResult]:
     body: dict[str, Any] = {"budget": budget, "message": message, "mode": mode}
     if playbook is not None:
         body["playbook"] = playbook
+    if topics is not None:
+        body["topics"] = list(topics)
+    if topics_match is not None:
+        body["topics_match"] = topics_match
     return Call("POST", user_path(app, user, "preload"), PreloadResult.from_json, body=body)
 
 

@@ -17,6 +17,7 @@ service turns into :class:`memcore.errors.ValidationError` naming the field):
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
@@ -333,6 +334,18 @@ class Entry(Memory):
         return cls.model_validate(payload)
 
 
+TopicsMatch = Literal["any", "all"]
+"""How a topic filter matches: an entry with any one of the topics, or with all of them."""
+
+
+def has_topics(entry_topics: Sequence[str], topics: Sequence[str] | None, how: TopicsMatch = "any") -> bool:
+    """The topic filter as the stores apply it (exact values): True when ``topics`` is empty."""
+    if not topics:
+        return True
+    held = set(entry_topics)
+    return all(t in held for t in topics) if how == "all" else any(t in held for t in topics)
+
+
 class SearchOptions(BaseModel):
     """Every knob of a search. Defaults follow the seeds (max 10, threshold 0.3); the fusion knobs
     (``rrf_k`` .. ``merge_overlapping``) default to the service's configuration when left ``None``."""
@@ -358,6 +371,15 @@ class SearchOptions(BaseModel):
     merge_overlapping: bool | None = None
     metadata_filter: dict[str, Scalar] | None = None
     """Only entries whose metadata has every ``key: value`` (equality, AND); see :mod:`memcore.metadata`."""
+    topics: list[str] | None = None
+    """Only entries with these topics (exact, case-sensitive): any one of them (``topics_match="any"``)
+    or all of them (``"all"``); a hard filter in every store. None or empty: no topic filter."""
+    topics_match: TopicsMatch = "any"
+
+    @field_validator("topics")
+    @classmethod
+    def _topics(cls, v: list[str] | None) -> list[str] | None:
+        return check_topics(v) or None if v is not None else None
 
     @field_validator("metadata_filter", mode="before")
     @classmethod

@@ -17,7 +17,18 @@ from memcore import backup, fusion, search
 from memcore.errors import ConflictError, NotFoundError, ValidationError
 from memcore.ids import memory_id
 from memcore.metadata import Scalar, check_filter, matches
-from memcore.model import Entry, Kind, Memory, MemoryPatch, SearchHit, SearchOptions, UserKey, now_utc
+from memcore.model import (
+    Entry,
+    Kind,
+    Memory,
+    MemoryPatch,
+    SearchHit,
+    SearchOptions,
+    TopicsMatch,
+    UserKey,
+    has_topics,
+    now_utc,
+)
 from memcore.ports import Embedder, KeywordIndex, Vectors, VectorStore
 from memcore.search import Knobs
 from memcore.settings import ServiceConfig
@@ -203,13 +214,16 @@ class MemoryService:
             return self._active(key, entry_id)
 
     def read(
-        self, key: UserKey, limit: int | None = None, metadata_filter: dict[str, Scalar] | None = None
+        self, key: UserKey, limit: int | None = None, metadata_filter: dict[str, Scalar] | None = None, *,
+        topics: Sequence[str] | None = None, topics_match: TopicsMatch = "any",
     ) -> list[Entry]:
         """Active entries, newest ``updated_at`` first; ``limit`` None or <= 0 means all; with a
-        ``metadata_filter`` only the entries whose metadata has every ``key: value``."""
+        ``metadata_filter`` only the entries whose metadata has every ``key: value``; with ``topics``
+        only those with any (``topics_match="any"``) or all of them (every entry is read, then filtered)."""
         flt = _metadata_filter(metadata_filter)
         with store_errors("read"):
-            entries = [e for e in self.vectors.scroll(key, include_deleted=False) if matches(e.metadata, flt)]
+            entries = [e for e in self.vectors.scroll(key, include_deleted=False)
+                       if matches(e.metadata, flt) and has_topics(e.topics, topics, topics_match)]
         entries.sort(key=lambda e: (e.updated_at, e.id), reverse=True)
         return entries[:limit] if limit and limit > 0 else entries
 

@@ -138,6 +138,21 @@ def test_search_and_preload(client: MemoryClient, user: str) -> None:
     assert client.preload(APP, user, budget=0).strategy == "off"
 
 
+def test_search_and_preload_by_topics(client: MemoryClient, user: str) -> None:
+    tea = client.add(APP, user, "Drinks green tea every morning", topics=["drinks", "morning"])
+    coffee = client.add(APP, user, "Drinks coffee after lunch", topics=["drinks"])
+    client.add(APP, user, "Drinks water at the gym, drinks drinks")
+    anyof = client.search(APP, user, "drinks", topics=["drinks"], max_results=5)
+    assert {h.entry.id for h in anyof} == {tea.id, coffee.id}
+    allof = client.search(APP, user, "drinks", topics=["drinks", "morning"], topics_match="all")
+    assert [h.entry.id for h in allof] == [tea.id]
+    with pytest.raises(InvalidRequest) as bad:
+        client.search(APP, user, "q", topics=["a"], topics_match="most")
+    assert bad.value.field == "topics_match"
+    pre = client.preload(APP, user, budget=-1, topics=["morning"])
+    assert [e.id for e in pre.entries] == [tea.id]
+
+
 def test_tools(client: MemoryClient, user: str) -> None:
     names = [t["function"]["name"] for t in client.tools(APP)]
     assert names == ["memory_add", "memory_update", "memory_search", "memory_load"]
