@@ -5,6 +5,7 @@ Request building and response parsing live in :mod:`memclient._protocol`.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
@@ -13,6 +14,7 @@ import httpx
 
 from memclient import _protocol as P
 from memclient._protocol import DEFAULT_BASE_URL, TimeLike
+from memclient.retry import Retry
 from memclient.types import Entry, Job, PreloadResult, SearchHit
 
 T = TypeVar("T")
@@ -22,7 +24,9 @@ class AsyncMemoryClient:
     """Asyncio client for the memcluster HTTP API.
 
     ``transport`` replaces httpx's network transport (e.g. ``httpx.MockTransport`` in tests).
-    Every method raises a :class:`memclient.MemclientError` subclass on an error answer.
+    ``retry``: how idempotent calls are tried again on no answer or a 5xx (:mod:`memclient.retry`;
+    ``Retry.never()`` sends every call once). Every method raises a :class:`memclient.MemclientError`
+    subclass on an error answer.
     """
 
     def __init__(
@@ -31,7 +35,9 @@ class AsyncMemoryClient:
         api_key: str | None = None,
         timeout: float = 10.0,
         transport: httpx.AsyncBaseTransport | None = None,
+        retry: Retry | None = None,
     ) -> None:
+        self.retry = retry if retry is not None else Retry()
         self._http = httpx.AsyncClient(
             base_url=base_url, headers=P.headers(api_key), timeout=timeout, transport=transport
         )
@@ -48,11 +54,20 @@ class AsyncMemoryClient:
         await self._http.aclose()
 
     async def _send(self, call: P.Call[T]) -> T:
-        try:
-            response = await self._http.request(call.method, call.path, params=call.params, json=call.body)
-        except httpx.TransportError as exc:
-            raise P.transport_error(call, exc) from exc
-        return P.finish(call, response)
+        tried = 0
+        while True:
+            tried += 1
+            try:
+                response = await self._http.request(call.method, call.path, params=call.params, json=call.body)
+            except httpx.TransportError as exc:
+                wait = P.next_wait(self.retry, call, tried, None)
+                if wait is None:
+                    raise P.transport_error(call, exc) from exc
+            else:
+                wait = P.next_wait(self.retry, call, tried, response)
+                if wait is None:
+                    return P.finish(call, response, retried=tried > 1)
+            await asyncio.sleep(wait)
 
     # ------------------------------------------------------------------ memories
     async def add(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
@@ -10,6 +11,7 @@ import httpx
 
 from memclient import _protocol as P
 from memclient._protocol import DEFAULT_BASE_URL, TimeLike
+from memclient.retry import Retry
 from memclient.types import Entry, Job, PreloadResult, SearchHit
 
 T = TypeVar("T")
@@ -19,7 +21,9 @@ class MemoryClient:
     """Blocking client for the memcluster HTTP API.
 
     ``transport`` replaces httpx's network transport (e.g. ``httpx.MockTransport`` in tests).
-    Every method raises a :class:`memclient.MemclientError` subclass on an error answer.
+    ``retry``: how idempotent calls are tried again on no answer or a 5xx (:mod:`memclient.retry`;
+    ``Retry.never()`` sends every call once). Every method raises a :class:`memclient.MemclientError`
+    subclass on an error answer.
     """
 
     def __init__(
@@ -28,7 +32,9 @@ class MemoryClient:
         api_key: str | None = None,
         timeout: float = 10.0,
         transport: httpx.BaseTransport | None = None,
+        retry: Retry | None = None,
     ) -> None:
+        self.retry = retry if retry is not None else Retry()
         self._http = httpx.Client(base_url=base_url, headers=P.headers(api_key), timeout=timeout, transport=transport)
 
     def __enter__(self) -> MemoryClient:
@@ -43,11 +49,20 @@ class MemoryClient:
         self._http.close()
 
     def _send(self, call: P.Call[T]) -> T:
-        try:
-            response = self._http.request(call.method, call.path, params=call.params, json=call.body)
-        except httpx.TransportError as exc:
-            raise P.transport_error(call, exc) from exc
-        return P.finish(call, response)
+        tried = 0
+        while True:
+            tried += 1
+            try:
+                response = self._http.request(call.method, call.path, params=call.params, json=call.body)
+            except httpx.TransportError as exc:
+                wait = P.next_wait(self.retry, call, tried, None)
+                if wait is None:
+                    raise P.transport_error(call, exc) from exc
+            else:
+                wait = P.next_wait(self.retry, call, tried, response)
+                if wait is None:
+                    return P.finish(call, response, retried=tried > 1)
+            time.sleep(wait)
 
     # ------------------------------------------------------------------ memories
     def add(
