@@ -8,7 +8,7 @@ arrival even when the work runs later on another thread (an extraction job in a 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from memcore.model import UserKey
@@ -40,17 +40,24 @@ class Ticket:
 class UserQueues:
     """Per-user FIFO: a write waits for the previous write of the same user, in arrival order."""
 
-    def __init__(self) -> None:
+    def __init__(self, counter: Callable[[UserKey], int] | None = None) -> None:
+        """``counter`` numbers each user's places (durably, :class:`actors.sequence.SeqCounter`);
+        without one they are counted in memory from 1."""
         self._lock = threading.Lock()
         self._tails: dict[UserKey, threading.Event] = {}
         self._seq: dict[UserKey, int] = {}
+        self._counter = counter or self._in_memory
+
+    def _in_memory(self, key: UserKey) -> int:
+        seq = self._seq.get(key, 0) + 1
+        self._seq[key] = seq
+        return seq
 
     def reserve(self, key: UserKey) -> Ticket:
         """Take the next place in ``key``'s line now (wait on it later)."""
         with self._lock:
             prev = self._tails.get(key)
-            seq = self._seq.get(key, 0) + 1
-            self._seq[key] = seq
+            seq = self._counter(key)
             ticket = Ticket(self, key, prev, seq)
             self._tails[key] = ticket._mine
         return ticket

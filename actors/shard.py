@@ -36,11 +36,12 @@ from actors.extraction_queue import ExtractionJobs
 from actors.generations import Generations
 from actors.maintenance import Maintenance
 from actors.queues import Ticket, UserQueues
+from actors.sequence import SEQ_FILE, SeqCounter
 from memcore import factory, layout, preload, tools
 from memcore.errors import NotFoundError, PermissionDeniedError, ValidationError
 from memcore.extraction.events import cursor_of, parse_events
 from memcore.ids import memory_id
-from memcore.model import Entry, InjectionMode, Memory, PreloadResult, SearchHit, SearchOptions, UserKey
+from memcore.model import Entry, InjectionMode, Memory, PreloadResult, SearchHit, SearchOptions, TopicsMatch, UserKey
 from memcore.ports import Embedder, Extractor, Vectors
 from memcore.service import MemoryService
 from memcore.settings import Settings, ToolMode
@@ -57,7 +58,8 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Ack:
-    """A write's result plus its position in the user's FIFO (1, 2, 3, ... per shard start)."""
+    """A write's result plus its position in the user's FIFO (1, 2, 3, ... per user, kept across
+    shard restarts by :class:`actors.sequence.SeqCounter`)."""
 
     seq: int
     value: Any
@@ -82,7 +84,8 @@ class ShardCore:
         self._writers = 0
         self._frozen = False
         self._gate = threading.Condition()
-        self._queues = UserQueues()
+        self._seq = SeqCounter(layout.shard_dir(settings, shard) / SEQ_FILE)
+        self._queues = UserQueues(self._seq.next)
         self.rebuilt = self._recover()
         self.archive = SqliteArchive(layout.shard_dir(settings, shard) / "archive.sqlite3")
         self.jobs = ExtractionJobs(self.current, self.archive, settings, shard, self._writing,
@@ -93,7 +96,12 @@ class ShardCore:
 
     # ------------------------------------------------------------ lifecycle
     def _recover(self) -> int | None:
-        """Rebuild the keyword index if an interrupted write left it stale; returns docs indexed or None."""
+        """Finish rotating updates an interrupted write left half done, then rebuild the keyword index if
+        the write left it stale; returns docs indexed or None."""
+        if self._dirty.exists():
+            finished = self.service.finish_rotations(lambda key: layout.owns(self.settings, self.shard, key))
+            if finished:
+                log.warning("shard %d: finished %d interrupted rotating update(s)", self.shard, finished)
         owned = layout.owned_entries_count(self.service.vectors, self.settings, self.shard)
         indexed = self.service.keywords.count()
         staged = self.service.keywords.needs_rebuild
@@ -125,6 +133,7 @@ class ShardCore:
         self.jobs.close()
         self.generations.close()
         self.archive.close()
+        self._seq.close()
         self.service.vectors.close()
         self.service.keywords.close()
 
@@ -318,10 +327,12 @@ class ShardCore:
         return _HITS_JSON.dump_json(self.search(key, options, query_vector))
 
     def preload(
-        self, key: UserKey, budget: int, message: str, mode: InjectionMode, playbook: str | None
+        self, key: UserKey, budget: int, message: str, mode: InjectionMode, playbook: str | None,
+        topics: list[str] | None = None, topics_match: TopicsMatch = "any",
     ) -> PreloadResult:
         on = self._memory_on(key)
-        result = preload.preload(self.service, key, budget if on else 0, message, mode=mode, playbook=playbook)
+        result = preload.preload(self.service, key, budget if on else 0, message, mode=mode, playbook=playbook,
+                                 topics=topics, topics_match=topics_match)
         self.maintenance.touch(key, result.entries)
         return result
 

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 from actors.archive import JobRecord, RecallHit
 from actors.backend import ShardBackend, unwrap
-from memcore.model import Entry, InjectionMode, PreloadResult, UserKey
+from memcore.model import Entry, InjectionMode, PreloadResult, TopicsMatch, UserKey
 from memcore.ports import Vectors
 from memcore.settings import ToolMode
 
@@ -66,8 +66,9 @@ class ShardClient:
         return await self.backend.call(key, "search_json", *args)
 
     async def preload(self, key: UserKey, budget: int, message: str, mode: InjectionMode,
-                      playbook: str | None) -> PreloadResult:
-        return await self.backend.call(key, "preload", budget, message, mode, playbook)
+                      playbook: str | None, topics: list[str] | None = None,
+                      topics_match: TopicsMatch = "any") -> PreloadResult:
+        return await self.backend.call(key, "preload", budget, message, mode, playbook, topics, topics_match)
 
     async def recall(self, key: UserKey, query: str, session: str | None = None,
                      max_results: int = 10) -> list[RecallHit]:

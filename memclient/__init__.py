@@ -25,6 +25,7 @@ from memclient.errors import (
     Unavailable,
     Unreachable,
 )
+from memclient.retry import Retry
 from memclient.types import Entry, Job, PreloadResult, SearchHit
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "MemoryClient",
     "NotFound",
     "PreloadResult",
+    "Retry",
     "SearchHit",
     "Unavailable",
     "Unreachable",

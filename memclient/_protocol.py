@@ -17,6 +17,7 @@ from urllib.parse import quote
 import httpx
 
 from memclient.errors import MemclientError, Unavailable, Unreachable, error_class
+from memclient.retry import Retry
 from memclient.types import Entry, Job, PreloadResult, SearchHit
 
 T = TypeVar("T")
@@ -32,6 +33,10 @@ class Call(Generic[T]):
     parse: Callable[[Any], T]
     params: dict[str, str] | None = None
     body: dict[str, Any] | None = None
+    idempotent: bool = False
+    """Safe to send again when the answer was lost (:mod:`memclient.retry`)."""
+    gone_is_done: bool = False
+    """A retried try answered 404 means an earlier try did it (a delete)."""
 
 
 def headers(api_key: str | None) -> dict[str, str]:
@@ -109,11 +114,11 @@ def search_body(query: str, options: Mapping[str, Any]) -> dict[str, Any]:
 
 # ----------------------------------------------------------------------------- memories
 def add(app: str, user: str, body: dict[str, Any]) -> Call[Entry]:
-    return Call("POST", user_path(app, user, "memories"), Entry.from_json, body=body)
+    return Call("POST", user_path(app, user, "memories"), Entry.from_json, body=body, idempotent=True)
 
 
 def get(app: str, user: str, memory_id: str) -> Call[Entry]:
-    return Call("GET", user_path(app, user, "memories", memory_id), Entry.from_json)
+    return Call("GET", user_path(app, user, "memories", memory_id), Entry.from_json, idempotent=True)
 
 
 def read(app: str, user: str, limit: int | None,
@@ -121,7 +126,7 @@ def read(app: str, user: str, limit: int | None,
     params = {"limit": str(limit)} if limit is not None else {}
     if metadata_filter:
         params["metadata_filter"] = json.dumps(dict(metadata_filter), separators=(",", ":"))
-    return Call("GET", user_path(app, user, "memories"), _entries, params=params)
+    return Call("GET", user_path(app, user, "memories"), _entries, params=params, idempotent=True)
 
 
 def update(app: str, user: str, memory_id: str, body: dict[str, Any]) -> Call[Entry]:
@@ -130,30 +135,37 @@ def update(app: str, user: str, memory_id: str, body: dict[str, Any]) -> Call[En
 
 def delete(app: str, user: str, memory_id: str, hard: bool | None) -> Call[None]:
     params = {"hard": _flag(hard)} if hard is not None else None
-    return Call("DELETE", user_path(app, user, "memories", memory_id), _none, params=params)
+    return Call("DELETE", user_path(app, user, "memories", memory_id), _none, params=params, idempotent=True,
+                gone_is_done=True)
 
 
 def clear(app: str, user: str, hard: bool | None) -> Call[None]:
     params = {"hard": _flag(hard)} if hard is not None else None
-    return Call("DELETE", user_path(app, user, "memories"), _none, params=params)
+    return Call("DELETE", user_path(app, user, "memories"), _none, params=params, idempotent=True)
 
 
 def search(app: str, user: str, body: dict[str, Any]) -> Call[list[SearchHit]]:
     return Call("POST", user_path(app, user, "memories", "search"),
-                lambda data: [SearchHit.from_json(h) for h in data["hits"]], body=body)
+                lambda data: [SearchHit.from_json(h) for h in data["hits"]], body=body, idempotent=True)
 
 
-def preload(app: str, user: str, budget: int, message: str, mode: str, playbook: str | None) -> Call[PreloadResult]:
+def preload(app: str, user: str, budget: int, message: str, mode: str, playbook: str | None,
+            topics: Sequence[str] | None = None, topics_match: str | None = None) -> Call[PreloadResult]:
     body: dict[str, Any] = {"budget": budget, "message": message, "mode": mode}
     if playbook is not None:
         body["playbook"] = playbook
-    return Call("POST", user_path(app, user, "preload"), PreloadResult.from_json, body=body)
+    if topics is not None:
+        body["topics"] = list(topics)
+    if topics_match is not None:
+        body["topics_match"] = topics_match
+    return Call("POST", user_path(app, user, "preload"), PreloadResult.from_json, body=body, idempotent=True)
 
 
 # ----------------------------------------------------------------------------- tools
 def tools(app: str, mode: str | None) -> Call[list[dict[str, Any]]]:
     params = {"mode": mode} if mode else None
-    return Call("GET", f"/v1/apps/{_seg(app)}/tools", lambda data: list(data["tools"]), params=params)
+    return Call("GET", f"/v1/apps/{_seg(app)}/tools", lambda data: list(data["tools"]), params=params,
+                idempotent=True)
 
 
 def call_tool(app: str, user: str, name: str, arguments: Mapping[str, Any],
@@ -177,25 +189,39 @@ def _event(event: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def job(job_id: str) -> Call[Job]:
-    return Call("GET", f"/v1/jobs/{_seg(job_id)}", Job.from_json)
+    return Call("GET", f"/v1/jobs/{_seg(job_id)}", Job.from_json, idempotent=True)
 
 
 def recall(app: str, user: str, body: dict[str, Any]) -> Call[dict[str, Any]]:
-    return Call("POST", user_path(app, user, "sessions", "recall"), _dict, body=body)
+    return Call("POST", user_path(app, user, "sessions", "recall"), _dict, body=body, idempotent=True)
 
 
 # ----------------------------------------------------------------------------- health
 def healthz() -> Call[dict[str, Any]]:
-    return Call("GET", "/healthz", _dict)
+    return Call("GET", "/healthz", _dict, idempotent=True)
 
 
 def readyz() -> Call[dict[str, Any]]:
-    return Call("GET", "/readyz", _dict)
+    return Call("GET", "/readyz", _dict, idempotent=True)
 
 
 # ----------------------------------------------------------------------------- responses
-def finish(call: Call[T], response: httpx.Response) -> T:
+def next_wait(retry: Retry, call: Call[Any], tried: int, response: httpx.Response | None) -> float | None:
+    """Seconds to wait before trying ``call`` again after its ``tried``-th try got ``response`` (None: no
+    HTTP answer), or None when that answer stands (:mod:`memclient.retry`)."""
+    if not call.idempotent or tried >= retry.attempts:
+        return None
+    if response is None:
+        return retry.delay(tried)
+    if not retry.status_retryable(response.status_code):
+        return None
+    return retry.delay(tried, retry_after(response.headers.get("Retry-After")))
+
+
+def finish(call: Call[T], response: httpx.Response, *, retried: bool = False) -> T:
     """The typed result of a 2xx answer; otherwise raise the matching :class:`MemclientError`."""
+    if retried and call.gone_is_done and response.status_code == 404:
+        return call.parse(None)
     if not response.is_success:
         raise error_from_response(response)
     data = response.json() if response.content else None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
@@ -10,6 +11,7 @@ import httpx
 
 from memclient import _protocol as P
 from memclient._protocol import DEFAULT_BASE_URL, TimeLike
+from memclient.retry import Retry
 from memclient.types import Entry, Job, PreloadResult, SearchHit
 
 T = TypeVar("T")
@@ -19,7 +21,9 @@ class MemoryClient:
     """Blocking client for the memcluster HTTP API.
 
     ``transport`` replaces httpx's network transport (e.g. ``httpx.MockTransport`` in tests).
-    Every method raises a :class:`memclient.MemclientError` subclass on an error answer.
+    ``retry``: how idempotent calls are tried again on no answer or a 5xx (:mod:`memclient.retry`;
+    ``Retry.never()`` sends every call once). Every method raises a :class:`memclient.MemclientError`
+    subclass on an error answer.
     """
 
     def __init__(
@@ -28,7 +32,9 @@ class MemoryClient:
         api_key: str | None = None,
         timeout: float = 10.0,
         transport: httpx.BaseTransport | None = None,
+        retry: Retry | None = None,
     ) -> None:
+        self.retry = retry if retry is not None else Retry()
         self._http = httpx.Client(base_url=base_url, headers=P.headers(api_key), timeout=timeout, transport=transport)
 
     def __enter__(self) -> MemoryClient:
@@ -43,11 +49,20 @@ class MemoryClient:
         self._http.close()
 
     def _send(self, call: P.Call[T]) -> T:
-        try:
-            response = self._http.request(call.method, call.path, params=call.params, json=call.body)
-        except httpx.TransportError as exc:
-            raise P.transport_error(call, exc) from exc
-        return P.finish(call, response)
+        tried = 0
+        while True:
+            tried += 1
+            try:
+                response = self._http.request(call.method, call.path, params=call.params, json=call.body)
+            except httpx.TransportError as exc:
+                wait = P.next_wait(self.retry, call, tried, None)
+                if wait is None:
+                    raise P.transport_error(call, exc) from exc
+            else:
+                wait = P.next_wait(self.retry, call, tried, response)
+                if wait is None:
+                    return P.finish(call, response, retried=tried > 1)
+            time.sleep(wait)
 
     # ------------------------------------------------------------------ memories
     def add(
@@ -99,6 +114,7 @@ class MemoryClient:
         hybrid: bool | None = None, rrf_k: int | None = None, dense_weight: float | None = None,
         keyword_weight: float | None = None, keyword_query: str | None = None, date_boost: bool | None = None,
         merge_overlapping: bool | None = None, metadata_filter: Mapping[str, str | int | bool] | None = None,
+        topics: Sequence[str] | None = None, topics_match: str | None = None,
     ) -> list[SearchHit]:
         """Ranked hits; options left as None take the server's defaults (README, "Retrieval")."""
         options = {"kind": kind, "time_from": time_from, "time_to": time_to, "max_results": max_results,
@@ -106,15 +122,17 @@ class MemoryClient:
                    "deduplicate": deduplicate, "kind_fallback": kind_fallback, "hybrid": hybrid, "rrf_k": rrf_k,
                    "dense_weight": dense_weight, "keyword_weight": keyword_weight, "keyword_query": keyword_query,
                    "date_boost": date_boost, "merge_overlapping": merge_overlapping,
-                   "metadata_filter": dict(metadata_filter) if metadata_filter else None}
+                   "metadata_filter": dict(metadata_filter) if metadata_filter else None,
+                   "topics": list(topics) if topics is not None else None, "topics_match": topics_match}
         return self._send(P.search(app, user, P.search_body(query, options)))
 
     def preload(
         self, app: str, user: str, budget: int = 10, message: str = "", mode: str = "system",
-        playbook: str | None = None,
+        playbook: str | None = None, *, topics: Sequence[str] | None = None, topics_match: str | None = None,
     ) -> PreloadResult:
-        """The memories to inject before a model call (budget 0 off, -1 all) and their rendered block."""
-        return self._send(P.preload(app, user, budget, message, mode, playbook))
+        """The memories to inject before a model call (budget 0 off, -1 all) and their rendered block;
+        ``topics`` (any of them, or all with ``topics_match="all"``) narrows what is considered."""
+        return self._send(P.preload(app, user, budget, message, mode, playbook, topics, topics_match))
 
     # ------------------------------------------------------------------ tools
     def tools(self, app: str, mode: str | None = None) -> list[dict[str, Any]]:

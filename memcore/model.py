@@ -17,6 +17,7 @@ service turns into :class:`memcore.errors.ValidationError` naming the field):
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
@@ -258,6 +259,10 @@ class Entry(Memory):
     created_at: datetime
     updated_at: datetime
     deleted_at: datetime | None = None
+    replaces: str | None = Field(default=None, exclude=True)
+    """A pending rotation: the id of the entry this one replaces, set while an update that rotates
+    the id has written this entry and not yet retired the old one (never shown: not dumped; see
+    :meth:`memcore.service.MemoryService.finish_rotations`)."""
 
     @property
     def key(self) -> UserKey:
@@ -276,11 +281,25 @@ class Entry(Memory):
         data["event_ts"] = self.event_time.timestamp() if self.event_time else None
         data["updated_ts"] = self.updated_at.timestamp()
         data["deleted"] = self.deleted_at is not None
+        if self.replaces is not None:
+            data["replaces"] = self.replaces
         return data
 
     @classmethod
     def from_payload(cls, payload: dict[str, Any]) -> Entry:
         return cls.model_validate(payload)
+
+
+TopicsMatch = Literal["any", "all"]
+"""How a topic filter matches: an entry with any one of the topics, or with all of them."""
+
+
+def has_topics(entry_topics: Sequence[str], topics: Sequence[str] | None, how: TopicsMatch = "any") -> bool:
+    """The topic filter as the stores apply it (exact values): True when ``topics`` is empty."""
+    if not topics:
+        return True
+    held = set(entry_topics)
+    return all(t in held for t in topics) if how == "all" else any(t in held for t in topics)
 
 
 class SearchOptions(BaseModel):
@@ -308,6 +327,15 @@ class SearchOptions(BaseModel):
     merge_overlapping: bool | None = None
     metadata_filter: dict[str, Scalar] | None = None
     """Only entries whose metadata has every ``key: value`` (equality, AND); see :mod:`memcore.metadata`."""
+    topics: list[str] | None = None
+    """Only entries with these topics (exact, case-sensitive): any one of them (``topics_match="any"``)
+    or all of them (``"all"``); a hard filter in every store. None or empty: no topic filter."""
+    topics_match: TopicsMatch = "any"
+
+    @field_validator("topics")
+    @classmethod
+    def _topics(cls, v: list[str] | None) -> list[str] | None:
+        return check_topics(v) or None if v is not None else None
 
     @field_validator("metadata_filter", mode="before")
     @classmethod

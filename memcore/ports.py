@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from memcore.model import Entry, Kind, UserKey
+from memcore.model import Entry, Kind, TopicsMatch, UserKey
 from memcore.vocabulary import PolicyName
 
 if TYPE_CHECKING:
@@ -62,9 +62,12 @@ class VectorStore(Protocol):
         time_from: datetime | None = None,
         time_to: datetime | None = None,
         metadata: Sequence[tuple[str, str]] = (),
+        topics: Sequence[str] = (),
+        topics_match: TopicsMatch = "any",
     ) -> list[tuple[Entry, float]]:
         """Active entries of ``key`` nearest to ``vector`` (cosine), best first; ``metadata``: payload
-        string equalities (``("metadata.<key>", value)``, see :func:`memcore.metadata.pushdown`)."""
+        string equalities (``("metadata.<key>", value)``, see :func:`memcore.metadata.pushdown`);
+        ``topics``: entries with any (``topics_match="any"``) or all (``"all"``) of these topics."""
         ...
 
     def scroll(self, key: UserKey | None = None, *, include_deleted: bool = True) -> Iterator[Entry]:
@@ -104,8 +107,11 @@ class KeywordIndex(Protocol):
         kind: Kind | None = None,
         time_from: datetime | None = None,
         time_to: datetime | None = None,
+        topics: Sequence[str] = (),
+        topics_match: TopicsMatch = "any",
     ) -> list[tuple[str, float]]:
-        """(entry id, BM25 score) of active entries of ``key``, best first. Never raises on odd query text."""
+        """(entry id, BM25 score) of active entries of ``key`` (with any or all of ``topics`` when
+        given), best first. Never raises on odd query text."""
         ...
 
     def rebuild(self, entries: Iterator[Entry]) -> int:

@@ -7,6 +7,9 @@ Budget rules (seed 004, ``getPreloadMemoryMessage``):
   ``<= N`` of them → inject all; otherwise search the current user message (hybrid + dedup,
   ``N`` results); an empty query, a search error or no hit falls back to the newest ``N``;
 - a failed probe (or failed fallback read) injects nothing and never fails the request.
+
+A topic filter (``topics``, any or all of them) narrows every step: the probe, the search and
+the fallback read only the entries with those topics.
 """
 
 from __future__ import annotations
@@ -15,7 +18,16 @@ import logging
 from collections.abc import Sequence
 from typing import Protocol
 
-from memcore.model import Entry, InjectionMode, PreloadResult, PreloadStrategy, SearchHit, SearchOptions, UserKey
+from memcore.model import (
+    Entry,
+    InjectionMode,
+    PreloadResult,
+    PreloadStrategy,
+    SearchHit,
+    SearchOptions,
+    TopicsMatch,
+    UserKey,
+)
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +41,8 @@ MAX_QUERY_CHARS = 2000
 
 
 class MemoryReader(Protocol):
-    def read(self, key: UserKey, limit: int | None = None) -> list[Entry]: ...
+    def read(self, key: UserKey, limit: int | None = None, *, topics: Sequence[str] | None = None,
+             topics_match: TopicsMatch = "any") -> list[Entry]: ...
 
     def search(self, key: UserKey, options: SearchOptions) -> list[SearchHit]: ...
 
@@ -39,14 +52,18 @@ def build_query(message: str) -> str:
     return " ".join(message.split())[:MAX_QUERY_CHARS]
 
 
-def choose(reader: MemoryReader, key: UserKey, budget: int, message: str) -> tuple[list[Entry], PreloadStrategy]:
+def choose(
+    reader: MemoryReader, key: UserKey, budget: int, message: str, *, topics: Sequence[str] | None = None,
+    topics_match: TopicsMatch = "any",
+) -> tuple[list[Entry], PreloadStrategy]:
     """Apply the budget rules; returns (entries, strategy). Never raises."""
     if budget == 0:
         return [], "off"
+    topics = list(topics or [])
     try:
         if budget < 0:
-            return reader.read(key, None), "all"
-        probe = reader.read(key, budget + 1)
+            return reader.read(key, None, topics=topics, topics_match=topics_match), "all"
+        probe = reader.read(key, budget + 1, topics=topics, topics_match=topics_match)
     except Exception:
         log.warning("preload probe failed for %s/%s", key.app, key.user, exc_info=True)
         return [], "failed"
@@ -55,7 +72,8 @@ def choose(reader: MemoryReader, key: UserKey, budget: int, message: str) -> tup
     query = build_query(message)
     if query:
         try:
-            opts = SearchOptions(query=query, max_results=budget, deduplicate=True, hybrid=True)
+            opts = SearchOptions(query=query, max_results=budget, deduplicate=True, hybrid=True,
+                                 topics=topics or None, topics_match=topics_match)
             hits = reader.search(key, opts)
         except Exception:
             log.warning("preload search failed for %s/%s", key.app, key.user, exc_info=True)
@@ -93,6 +111,8 @@ def preload(
     *,
     mode: InjectionMode = InjectionMode.SYSTEM,
     playbook: str | None = None,
+    topics: Sequence[str] | None = None,
+    topics_match: TopicsMatch = "any",
 ) -> PreloadResult:
-    entries, strategy = choose(reader, key, budget, message)
+    entries, strategy = choose(reader, key, budget, message, topics=topics, topics_match=topics_match)
     return PreloadResult(entries=entries, text=render(entries, playbook), mode=mode, strategy=strategy)

@@ -61,12 +61,12 @@ def search_once(
     meta = pushdown(opts.metadata_filter)
     if not opts.hybrid:
         dense = vectors.search(key, qvec, limit=pool, kind=kind, time_from=opts.time_from, time_to=opts.time_to,
-                               metadata=meta)
+                               metadata=meta, topics=opts.topics or (), topics_match=opts.topics_match)
         return [SearchHit(entry=e, score=s) for e, s in dense
                 if s >= opts.similarity_threshold and matches(e.metadata, opts.metadata_filter)]
     period, rest = query_dates(opts.query) if knobs.date_boost else (None, opts.query)
     text = content_query(rest) if knobs.keyword_query == "content" else rest
-    lists = _Lists(vectors, keywords, key, qvec, kind, text, pool, knobs, meta)
+    lists = _Lists(vectors, keywords, key, qvec, kind, text, pool, knobs, meta, opts)
     fused = lists.fused(opts.time_from, opts.time_to)
     if period is not None:
         lo = period[0] - timedelta(days=defaults.date_boost_before_days)
@@ -88,8 +88,10 @@ class _Lists:
     """The dense and BM25 lists of one query within a time range, fused; remembers the entries seen."""
 
     def __init__(self, vectors: VectorStore, keywords: KeywordIndex, key: UserKey, qvec: Vectors,
-                 kind: Kind | None, text: str, pool: int, knobs: Knobs, meta: tuple[tuple[str, str], ...]) -> None:
+                 kind: Kind | None, text: str, pool: int, knobs: Knobs, meta: tuple[tuple[str, str], ...],
+                 opts: SearchOptions) -> None:
         self.vectors, self.keywords, self.key, self.qvec, self.meta = vectors, keywords, key, qvec, meta
+        self.topics, self.topics_match = tuple(opts.topics or ()), opts.topics_match
         self.kind, self.text, self.pool, self.knobs = kind, text, pool, knobs
         self.known: dict[str, Entry] = {}
 
@@ -99,13 +101,14 @@ class _Lists:
         weights: list[float] = []
         if kn.dense_weight > 0 or kn.keyword_weight <= 0:
             dense = self.vectors.search(self.key, self.qvec, limit=self.pool, kind=self.kind, time_from=time_from,
-                                        time_to=time_to, metadata=self.meta)
+                                        time_to=time_to, metadata=self.meta, topics=self.topics,
+                                        topics_match=self.topics_match)
             self.known.update({e.id: e for e, _ in dense})
             rankings.append([e.id for e, _ in dense])
             weights.append(kn.dense_weight if kn.dense_weight > 0 else 1.0)
         if kn.keyword_weight > 0:
             sparse = self.keywords.search(self.key, self.text, limit=self.pool, kind=self.kind, time_from=time_from,
-                                          time_to=time_to)
+                                          time_to=time_to, topics=self.topics, topics_match=self.topics_match)
             rankings.append([i for i, _ in sparse])
             weights.append(kn.keyword_weight)
         return fusion.rrf(rankings, k=kn.rrf_k, weights=weights)

@@ -17,7 +17,18 @@ from memcore import backup, fusion, search
 from memcore.errors import ConflictError, NotFoundError, ValidationError
 from memcore.ids import memory_id
 from memcore.metadata import Scalar, check_filter, matches
-from memcore.model import Entry, Kind, Memory, MemoryPatch, SearchHit, SearchOptions, UserKey, now_utc
+from memcore.model import (
+    Entry,
+    Kind,
+    Memory,
+    MemoryPatch,
+    SearchHit,
+    SearchOptions,
+    TopicsMatch,
+    UserKey,
+    has_topics,
+    now_utc,
+)
 from memcore.ports import Embedder, KeywordIndex, Vectors, VectorStore
 from memcore.search import Knobs
 from memcore.settings import ServiceConfig
@@ -113,9 +124,29 @@ class MemoryService:
                 entry = _new_entry(key, new_id, mem, now, created_at=src.created_at)  # inherits the source's
             entry = entry.model_copy(update={"provenance": _union(src.provenance, mem.provenance),
                                              "metadata": _metadata_of(mem, src)})
-            self._write(entry, reembed=True)
+            # Crash-safe rotation: the new entry is written naming the id it replaces, the old one is
+            # retired, then the mark is cleared; a shard killed in between finishes it on start
+            # (finish_rotations), so exactly one of the two stays active.
+            self._write(entry.model_copy(update={"replaces": src.id}), reembed=True)
             self._retire(src, now)
+            self.vectors.set_payload([entry])
             return entry
+
+    def finish_rotations(self, owns: Callable[[UserKey], bool] = lambda _key: True) -> int:
+        """Finish every rotating update a crash interrupted (entries still marked ``replaces``) among
+        the entries of the users ``owns`` accepts: the replaced entry is retired if it is still active
+        and the mark is cleared. Returns how many were finished. Run before serving, after a crash."""
+        with self._write_lock, store_errors("recovery"):
+            pending = [e for e in self.vectors.scroll(None, include_deleted=False)
+                       if e.replaces is not None and owns(e.key)]
+            for entry in pending:
+                old = next(iter(self.vectors.get(entry.key, [entry.replaces or ""])), None)
+                if old is not None and old.active:
+                    self._retire(old, entry.updated_at)
+                done = entry.model_copy(update={"replaces": None})
+                self.vectors.set_payload([done])
+                self.keywords.upsert([done])
+            return len(pending)
 
     def delete(self, key: UserKey, entry_id: str, *, hard: bool | None = None) -> None:
         with self._write_lock, store_errors("delete"):
@@ -183,13 +214,16 @@ class MemoryService:
             return self._active(key, entry_id)
 
     def read(
-        self, key: UserKey, limit: int | None = None, metadata_filter: dict[str, Scalar] | None = None
+        self, key: UserKey, limit: int | None = None, metadata_filter: dict[str, Scalar] | None = None, *,
+        topics: Sequence[str] | None = None, topics_match: TopicsMatch = "any",
     ) -> list[Entry]:
         """Active entries, newest ``updated_at`` first; ``limit`` None or <= 0 means all; with a
-        ``metadata_filter`` only the entries whose metadata has every ``key: value``."""
+        ``metadata_filter`` only the entries whose metadata has every ``key: value``; with ``topics``
+        only those with any (``topics_match="any"``) or all of them (every entry is read, then filtered)."""
         flt = _metadata_filter(metadata_filter)
         with store_errors("read"):
-            entries = [e for e in self.vectors.scroll(key, include_deleted=False) if matches(e.metadata, flt)]
+            entries = [e for e in self.vectors.scroll(key, include_deleted=False)
+                       if matches(e.metadata, flt) and has_topics(e.topics, topics, topics_match)]
         entries.sort(key=lambda e: (e.updated_at, e.id), reverse=True)
         return entries[:limit] if limit and limit > 0 else entries
 

@@ -42,7 +42,12 @@ SCHEMAS: dict[str, dict[str, Any]] = {
                             "memory_kind": _MEMORY_PROPS["memory_kind"],
                             "time_from": {"type": "string", "description": "ISO-8601 lower bound of event time."},
                             "time_to": {"type": "string", "description": "ISO-8601 upper bound of event time."},
-                            "limit": {"type": "integer", "minimum": 1, "maximum": 50}},
+                            "limit": {"type": "integer", "minimum": 1, "maximum": 50},
+                            "topics": {"type": "array", "items": {"type": "string"},
+                                       "description": "Only memories with these topic tags."},
+                            "topics_match": {"type": "string", "enum": ["any", "all"],
+                                             "description": "any (default): at least one of the topics; "
+                                                            "all: every one of them."}},
              "required": ["query"]},
     LOAD: {"description": "Load the most recent memories.",
            "properties": {"limit": {"type": "integer", "minimum": 1, "maximum": 100}}, "required": []},
@@ -130,7 +135,7 @@ def search_options_from_args(args: Mapping[str, Any]) -> SearchOptions:
     kind = args.get("memory_kind") or None
     data: dict[str, Any] = {"query": args.get("query", ""), "kind": kind, "hybrid": True, "deduplicate": True,
                             "kind_fallback": kind is not None, "max_results": args.get("limit") or 10}
-    for f in ("time_from", "time_to"):
+    for f in ("time_from", "time_to", "topics", "topics_match"):
         if args.get(f):
             data[f] = args[f]
     return validate(SearchOptions, data, prefix="arguments.")

@@ -19,7 +19,17 @@ from actors.archive import JobStatus, RecallHit
 from memcore.errors import ValidationError
 from memcore.extraction.events import MessageBatch
 from memcore.metadata import MetadataError, Scalar, check_filter
-from memcore.model import Entry, InjectionMode, Memory, MemoryPatch, PreloadStrategy, SearchOptions, encodable
+from memcore.model import (
+    Entry,
+    InjectionMode,
+    Memory,
+    MemoryPatch,
+    PreloadStrategy,
+    SearchOptions,
+    TopicsMatch,
+    check_topics,
+    encodable,
+)
 from memcore.settings import ToolMode
 
 MAX_READ_LIMIT = 1000
@@ -96,6 +106,8 @@ _SEARCH_DOCS = {
     "date_boost": "A query naming a day or month also searches that period, fused in (default: on).",
     "merge_overlapping": "Merge verbatim windows that share turns into one hit (default: on).",
     "metadata_filter": "Only memories whose metadata has every `key: value` given (string, integer or boolean).",
+    "topics": "Only memories with these topics (exact values), a filter in every store; see `topics_match`.",
+    "topics_match": "`any`: memories with at least one of `topics`; `all`: with every one of them.",
 }
 
 
@@ -180,6 +192,17 @@ class PreloadRequest(BaseModel):
     playbook: str | None = Field(
         default=None, description="Instructions placed before the memories; null or empty keeps the default."
     )
+    topics: list[str] | None = Field(
+        default=None, description="Only memories with these topics (exact values); see `topics_match`."
+    )
+    topics_match: TopicsMatch = Field(
+        default="any", description="`any`: memories with at least one of `topics`; `all`: with every one."
+    )
+
+    @field_validator("topics")
+    @classmethod
+    def _topics(cls, v: list[str] | None) -> list[str] | None:
+        return check_topics(v) or None if v is not None else None
 
     @field_validator("message", "playbook")
     @classmethod

@@ -23,7 +23,7 @@ from qdrant_client import QdrantClient, models
 
 from memcore.errors import StoreError
 from memcore.ids import point_id
-from memcore.model import Entry, Kind, UserKey
+from memcore.model import Entry, Kind, TopicsMatch, UserKey
 from memcore.ports import Vectors
 from memcore.stores.qdrant_common import (
     INDEXED_FIELDS,
@@ -49,6 +49,7 @@ def _client_filter(spec: FilterSpec) -> models.Filter | None:
     must: list[models.Condition] = [
         models.FieldCondition(key=f, match=models.MatchValue(value=v)) for f, v in spec.matches
     ]
+    must += [models.FieldCondition(key=f, match=models.MatchAny(any=list(vs))) for f, vs in spec.any_of]
     must += [models.FieldCondition(key=r.field, range=models.Range(gte=r.gte, lte=r.lte)) for r in spec.ranges]
     if spec.point_ids is not None:
         must.append(models.HasIdCondition(has_id=list(spec.point_ids)))
@@ -224,10 +225,14 @@ class QdrantServerStore:
         time_from: datetime | None = None,
         time_to: datetime | None = None,
         metadata: Sequence[tuple[str, str]] = (),
+        topics: Sequence[str] = (),
+        topics_match: TopicsMatch = "any",
     ) -> list[tuple[Entry, float]]:
         """Active entries of ``key`` nearest to ``vector`` (cosine), best first; ``metadata``: payload
-        string equalities (``("metadata.<key>", value)``, see :func:`memcore.metadata.pushdown`)."""
-        spec = scope_filter(key, active_only=True, kind=kind, time_from=time_from, time_to=time_to, metadata=metadata)
+        string equalities (``("metadata.<key>", value)``, see :func:`memcore.metadata.pushdown`);
+        ``topics``: entries with any (``topics_match="any"``) or all (``"all"``) of these topics."""
+        spec = scope_filter(key, active_only=True, kind=kind, time_from=time_from, time_to=time_to, metadata=metadata,
+                            topics=topics, topics_match=topics_match)
         query, top = query_vector(vector, self.dim), check_limit(limit)
         with self._engine("search") as client:
             response = client.query_points(

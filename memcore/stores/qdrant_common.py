@@ -19,7 +19,7 @@ import numpy.typing as npt
 
 from memcore.errors import MemoryServiceError, StoreError
 from memcore.ids import point_id
-from memcore.model import Entry, Kind, UserKey, utc
+from memcore.model import Entry, Kind, TopicsMatch, UserKey, utc
 
 #: Payload fields with an index, and the index type each one gets.
 INDEXED_FIELDS: dict[str, Literal["keyword", "float", "bool"]] = {
@@ -28,6 +28,7 @@ INDEXED_FIELDS: dict[str, Literal["keyword", "float", "bool"]] = {
     "kind": "keyword",
     "event_ts": "float",
     "deleted": "bool",
+    "topics": "keyword",
 }
 #: The field that separates tenants (one user's points are searched together).
 TENANT_FIELD = "user"
@@ -48,18 +49,22 @@ class Range:
 
 @dataclass(frozen=True)
 class FilterSpec:
-    """Conditions that must all hold: exact matches, ranges, optionally a point-id set and
-    "active only" (not a tombstone: ``deleted`` is false, i.e. ``deleted_at`` is null; each
-    adapter picks the condition its engine evaluates correctly and fast)."""
+    """Conditions that must all hold: exact matches, "any of" matches (the field, or one of its
+    array values, equals one of the values), ranges, optionally a point-id set and "active only"
+    (not a tombstone: ``deleted`` is false, i.e. ``deleted_at`` is null; each adapter picks the
+    condition its engine evaluates correctly and fast). An exact match on an array field holds
+    when one of its values is equal."""
 
     matches: tuple[tuple[str, str], ...] = ()
+    any_of: tuple[tuple[str, tuple[str, ...]], ...] = ()
     ranges: tuple[Range, ...] = ()
     point_ids: tuple[str, ...] | None = None
     active_only: bool = False
 
     @property
     def empty(self) -> bool:
-        return not self.matches and not self.ranges and self.point_ids is None and not self.active_only
+        return (not self.matches and not self.any_of and not self.ranges and self.point_ids is None
+                and not self.active_only)
 
 
 def timestamp(value: datetime) -> float:
@@ -76,22 +81,29 @@ def scope_filter(
     time_from: datetime | None = None,
     time_to: datetime | None = None,
     metadata: Sequence[tuple[str, str]] = (),
+    topics: Sequence[str] = (),
+    topics_match: TopicsMatch = "any",
 ) -> FilterSpec:
-    """The filter of every store query: scope, then optional ids, activity, kind, event time and
-    metadata equalities (payload paths ``metadata.<key>``)."""
+    """The filter of every store query: scope, then optional ids, activity, kind, event time,
+    metadata equalities (payload paths ``metadata.<key>``) and topics (any or all of them)."""
     matches: list[tuple[str, str]] = []
     if key is not None:
         matches += [("app", key.app), ("user", key.user)]
     if kind is not None:
         matches.append(("kind", Kind(kind).value))
     matches += [(path, value) for path, value in metadata]
+    any_of: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    if topics and topics_match == "all":
+        matches += [("topics", t) for t in unique(list(topics))]
+    elif topics:
+        any_of = (("topics", tuple(unique(list(topics)))),)
     ranges: tuple[Range, ...] = ()
     if time_from is not None or time_to is not None:
         lo = timestamp(time_from) if time_from is not None else None
         hi = timestamp(time_to) if time_to is not None else None
         ranges = (Range("event_ts", gte=lo, lte=hi),)
     pids = tuple(point_ids(ids)) if ids is not None else None
-    return FilterSpec(matches=tuple(matches), ranges=ranges, point_ids=pids, active_only=active_only)
+    return FilterSpec(matches=tuple(matches), any_of=any_of, ranges=ranges, point_ids=pids, active_only=active_only)
 
 
 def unique(ids: Sequence[str]) -> list[str]:

@@ -31,7 +31,7 @@ import qdrant_edge as qe
 
 from memcore.errors import StoreError
 from memcore.ids import point_id
-from memcore.model import Entry, Kind, UserKey
+from memcore.model import Entry, Kind, TopicsMatch, UserKey
 from memcore.ports import Vectors
 from memcore.stores.qdrant_common import (
     INDEXED_FIELDS,
@@ -62,6 +62,7 @@ def edge_filter(spec: FilterSpec) -> qe.Filter | None:
     if spec.empty:
         return None
     must: list[Any] = [qe.FieldCondition(f, match=qe.MatchValue(v)) for f, v in spec.matches]
+    must += [qe.FieldCondition(f, match=qe.MatchAny(list(vs))) for f, vs in spec.any_of]
     must += [qe.FieldCondition(r.field, range=qe.RangeFloat(gte=r.gte, lte=r.lte)) for r in spec.ranges]
     if spec.point_ids is not None:
         must.append(qe.HasIdCondition(set(spec.point_ids)))
@@ -207,10 +208,14 @@ class QdrantEdgeStore:
         time_from: datetime | None = None,
         time_to: datetime | None = None,
         metadata: Sequence[tuple[str, str]] = (),
+        topics: Sequence[str] = (),
+        topics_match: TopicsMatch = "any",
     ) -> list[tuple[Entry, float]]:
         """Active entries of ``key`` nearest to ``vector`` (cosine), best first; ``metadata``: payload
-        string equalities (``("metadata.<key>", value)``, see :func:`memcore.metadata.pushdown`)."""
-        spec = scope_filter(key, active_only=True, kind=kind, time_from=time_from, time_to=time_to, metadata=metadata)
+        string equalities (``("metadata.<key>", value)``, see :func:`memcore.metadata.pushdown`);
+        ``topics``: entries with any (``topics_match="any"``) or all (``"all"``) of these topics."""
+        spec = scope_filter(key, active_only=True, kind=kind, time_from=time_from, time_to=time_to, metadata=metadata,
+                            topics=topics, topics_match=topics_match)
         request = qe.QueryRequest(
             limit=check_limit(limit),
             query=qe.Query.Nearest(query_vector(vector, self.dim)),

@@ -5,6 +5,7 @@ Schema (one document per active entry)::
     id          raw, stored        delete / replace by id, returned by search
     app, user   raw                exact scope filter (always a MUST clause)
     kind        raw                optional kind filter
+    topic       raw                optional topic filter (one exact value per topic; any / all)
     event_ts    f64 fast, indexed  optional event-time range (absent when no event time)
     text        "memcore_en"       English words/numbers: lowercase, ASCII fold, stemmed
     topics      "memcore_en"       same analyzer, one value per topic
@@ -41,7 +42,7 @@ from pathlib import Path
 import tantivy
 
 from memcore.errors import StoreError
-from memcore.model import Entry, Kind, UserKey, utc
+from memcore.model import Entry, Kind, TopicsMatch, UserKey, utc
 from memcore.text import CJK_RANGES
 
 __all__ = ["TantivyIndex"]
@@ -60,6 +61,8 @@ _MAX_QUERY_CHARS = 4096
 _MAX_TOKEN_BYTES = 64
 _TANTIVY_ERRORS = (ValueError, OSError, RuntimeError)
 STAGED_MARKER = ".staged"
+#: One untokenised term per topic, exactly as stored: the topic filter of a search.
+TOPIC_FIELD = "topic"
 
 
 def _en_analyzer() -> tantivy.TextAnalyzer:
@@ -80,7 +83,7 @@ def _cjk_analyzer() -> tantivy.TextAnalyzer:
 def _schema() -> tantivy.Schema:
     sb = tantivy.SchemaBuilder()
     sb.add_text_field("id", stored=True, tokenizer_name="raw", index_option="basic")
-    for name in ("app", "user", "kind"):
+    for name in ("app", "user", "kind", TOPIC_FIELD):
         sb.add_text_field(name, tokenizer_name="raw", index_option="basic")
     sb.add_float_field("event_ts", indexed=True, fast=True)
     for name in TEXT_FIELDS:
@@ -207,6 +210,7 @@ class TantivyIndex:
         for run in _cjk_runs(text):
             doc.add_text("text_cjk", run)
         for topic in entry.topics:
+            doc.add_text(TOPIC_FIELD, topic)
             topic = _nfkc(topic)
             doc.add_text("topics", topic)
             for run in _cjk_runs(topic):
@@ -308,8 +312,11 @@ class TantivyIndex:
         kind: Kind | None = None,
         time_from: datetime | None = None,
         time_to: datetime | None = None,
+        topics: Sequence[str] = (),
+        topics_match: TopicsMatch = "any",
     ) -> list[tuple[str, float]]:
-        """(entry id, BM25 score) of ``key``'s documents, best first. Odd query text never raises.
+        """(entry id, BM25 score) of ``key``'s documents (with any or all of ``topics`` when given),
+        best first. Odd query text never raises.
 
         In deferred mode staged writes are committed first (read-your-writes)."""
         if self._pending:
@@ -328,6 +335,11 @@ class TantivyIndex:
         ]
         if kind is not None:
             filters.append((tantivy.Occur.Must, self._term("kind", str(kind))))
+        if topics and topics_match == "all":
+            filters += [(tantivy.Occur.Must, self._term(TOPIC_FIELD, t)) for t in topics]
+        elif topics:
+            any_topic = [(tantivy.Occur.Should, self._term(TOPIC_FIELD, t)) for t in topics]
+            filters.append((tantivy.Occur.Must, tantivy.Query.boolean_query(any_topic)))
         if time_from is not None or time_to is not None:
             lower = utc(time_from).timestamp() if time_from is not None else None
             upper = utc(time_to).timestamp() if time_to is not None else None

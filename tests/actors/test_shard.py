@@ -142,3 +142,67 @@ def test_search_json_is_search_as_the_http_api_sends_it(core: ShardCore) -> None
     assert isinstance(raw, bytes) and len(hits) == 2
     assert json.loads(raw) == [h.model_dump(mode="json") for h in hits]
     assert core.search_json(key, {"query": ""}) == b"[]"
+
+
+def test_seq_keeps_rising_across_restarts(settings: Settings, hashing_embedder) -> None:  # type: ignore[no-untyped-def]
+    B = UserKey(app="app", user="bob")
+    c = ShardCore(settings, 0, hashing_embedder, start_workers=False)
+    seqs = [c.add(A, {"text": f"fact {i}"}).seq for i in range(3)]
+    first = c.read(A)[0].id
+    seqs.append(c.delete(A, first).seq)
+    assert seqs == [1, 2, 3, 4]
+    assert c.add(B, {"text": "bob's fact"}).seq == 1
+    c.close()
+    c2 = ShardCore(settings, 0, hashing_embedder, start_workers=False)
+    try:
+        assert c2.add(A, {"text": "after restart"}).seq == 5
+        assert c2.clear(A).seq == 6
+        assert c2.add(B, {"text": "bob again"}).seq == 2
+    finally:
+        c2.close()
+
+
+_ROTATE_AND_DIE = """
+import os, sys
+from pathlib import Path
+from actors.shard import ShardCore
+from memcore.model import UserKey
+from memcore.settings import Settings
+from memcore.stores.embedders import HashingEmbedder
+
+settings = Settings(data_dir=Path(sys.argv[1]), shards=1, embedder={"kind": "hashing", "dim": 64})
+core = ShardCore(settings, 0, HashingEmbedder(dim=256), start_workers=False)
+key = UserKey(app="app", user="alice")
+old = core.add(key, {"text": "the cat is black", "topics": ["pets"]}).value
+print(old.id, flush=True)
+vectors = core.service.vectors
+def die(*args, **kwargs):
+    os._exit(9)  # killed between the two writes of the rotation: new entry written, old not retired
+vectors.set_payload = die
+vectors.delete = die
+core.update(key, old.id, {"text": "the cat is white"})
+"""
+
+
+def test_shard_killed_mid_rotation_restarts_with_one_active_entry(settings: Settings, hashing_embedder) -> None:  # type: ignore[no-untyped-def]
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.run([sys.executable, "-c", _ROTATE_AND_DIE, str(settings.data_dir)], capture_output=True,
+                          text=True, env=env, timeout=120, check=False)
+    assert proc.returncode == 9, proc.stderr
+    old_id = proc.stdout.split()[0]
+    assert (shard_dir(settings, 0) / "keywords.dirty").exists()
+    c = ShardCore(settings, 0, hashing_embedder, start_workers=False)
+    try:
+        active = c.read(A)
+        assert [e.text for e in active] == ["the cat is white"]
+        assert active[0].id != old_id and active[0].topics == ["pets"]
+        with pytest.raises(NotFoundError):
+            c.get(A, old_id)
+        assert [h.entry.id for h in c.search(A, {"query": "cat"})] == [active[0].id]
+        assert c.add(A, {"text": "a third"}).seq == 3  # the add (1) and the dead update (2) kept their numbers
+    finally:
+        c.close()

@@ -25,6 +25,7 @@ from memclient import (
     MemoryClient,
     NotFound,
     PreloadResult,
+    Retry,
     SearchHit,
     Unavailable,
     Unreachable,
@@ -138,6 +139,21 @@ def test_search_and_preload(client: MemoryClient, user: str) -> None:
     assert client.preload(APP, user, budget=0).strategy == "off"
 
 
+def test_search_and_preload_by_topics(client: MemoryClient, user: str) -> None:
+    tea = client.add(APP, user, "Drinks green tea every morning", topics=["drinks", "morning"])
+    coffee = client.add(APP, user, "Drinks coffee after lunch", topics=["drinks"])
+    client.add(APP, user, "Drinks water at the gym, drinks drinks")
+    anyof = client.search(APP, user, "drinks", topics=["drinks"], max_results=5)
+    assert {h.entry.id for h in anyof} == {tea.id, coffee.id}
+    allof = client.search(APP, user, "drinks", topics=["drinks", "morning"], topics_match="all")
+    assert [h.entry.id for h in allof] == [tea.id]
+    with pytest.raises(InvalidRequest) as bad:
+        client.search(APP, user, "q", topics=["a"], topics_match="most")
+    assert bad.value.field == "topics_match"
+    pre = client.preload(APP, user, budget=-1, topics=["morning"])
+    assert [e.id for e in pre.entries] == [tea.id]
+
+
 def test_tools(client: MemoryClient, user: str) -> None:
     names = [t["function"]["name"] for t in client.tools(APP)]
     assert names == ["memory_add", "memory_update", "memory_search", "memory_load"]
@@ -209,7 +225,7 @@ def test_path_segments_are_quoted(client: MemoryClient) -> None:
 
 
 def test_unreachable() -> None:
-    with MemoryClient("http://127.0.0.1:9", timeout=2.0) as mc, pytest.raises(Unreachable):
+    with MemoryClient("http://127.0.0.1:9", timeout=2.0, retry=Retry(backoff=0.01)) as mc, pytest.raises(Unreachable):
         mc.healthz()
 
 
@@ -250,7 +266,7 @@ def _unavailable(request: httpx.Request) -> httpx.Response:
 
 
 def test_503_is_unavailable_with_retry_after() -> None:
-    with MemoryClient(api_key=KEY, transport=httpx.MockTransport(_unavailable)) as mc:
+    with MemoryClient(api_key=KEY, transport=httpx.MockTransport(_unavailable), retry=Retry.never()) as mc:
         with pytest.raises(Unavailable) as exc:
             mc.search(APP, "u", "anything")
     err = exc.value
@@ -259,7 +275,7 @@ def test_503_is_unavailable_with_retry_after() -> None:
 
 
 async def test_async_503_is_unavailable() -> None:
-    async with AsyncMemoryClient(transport=httpx.MockTransport(_unavailable)) as mc:
+    async with AsyncMemoryClient(transport=httpx.MockTransport(_unavailable), retry=Retry.never()) as mc:
         with pytest.raises(Unavailable) as exc:
             await mc.readyz()
     assert exc.value.retry_after == 7.0
@@ -271,7 +287,7 @@ def test_non_json_error_and_fastapi_detail() -> None:
             return httpx.Response(502, text="bad gateway")
         return httpx.Response(422, json={"detail": [{"loc": ["body", "max_results"], "msg": "too small"}]})
 
-    with MemoryClient(transport=httpx.MockTransport(handler)) as mc:
+    with MemoryClient(transport=httpx.MockTransport(handler), retry=Retry.never()) as mc:
         with pytest.raises(MemclientError) as gateway:
             mc.healthz()
         assert gateway.value.status == 502 and gateway.value.message == "bad gateway"

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 from memcore import preload
 from memcore.model import Entry, InjectionMode, SearchHit, SearchOptions, UserKey
@@ -56,7 +57,8 @@ class FailingReader:
         self.entries = [Entry(id=f"e{i}", app="app", user="alice", text=f"m{i}", created_at=now, updated_at=now)
                         for i in range(5)]
 
-    def read(self, key: UserKey, limit: int | None = None) -> list[Entry]:
+    def read(self, key: UserKey, limit: int | None = None, *, topics: Any = None, topics_match: str = "any",
+             ) -> list[Entry]:
         if self.read_fails:
             raise OSError("disk gone")
         return self.entries[:limit]
@@ -75,3 +77,20 @@ def test_failed_probe_injects_nothing_and_does_not_raise() -> None:
 def test_failed_search_falls_back_to_newest_n() -> None:
     r = preload.preload(FailingReader(read_fails=False), A, 3, "hello")
     assert r.strategy == "recent" and [e.id for e in r.entries] == ["e0", "e1", "e2"]
+
+
+def test_topics_narrow_every_preload_step(service: MemoryService) -> None:
+    trips = [service.add(A, {"text": f"Trip {i}: a week hiking in Norway", "topics": ["travel"]}) for i in range(3)]
+    for i in range(6):
+        service.add(A, {"text": f"Note {i}: hiking boots and Norway maps on the desk", "topics": ["home"]})
+    both = service.add(A, {"text": "Packed the Norway hiking bag at home", "topics": ["travel", "home"]})
+    everything = preload.preload(service, A, -1, "", topics=["travel"])
+    assert everything.strategy == "all" and {e.id for e in everything.entries} == {e.id for e in [*trips, both]}
+    assert preload.preload(service, A, 10, "", topics=["travel"]).strategy == "all"  # 4 <= 10: all of them
+    searched = preload.preload(service, A, 2, "hiking in Norway", topics=["travel"])
+    assert searched.strategy == "search" and len(searched.entries) == 2
+    assert all("travel" in e.topics for e in searched.entries)
+    recent = preload.preload(service, A, 2, "", topics=["travel"])
+    assert recent.strategy == "recent" and all("travel" in e.topics for e in recent.entries)
+    only_both = preload.preload(service, A, 5, "bag", topics=["travel", "home"], topics_match="all")
+    assert [e.id for e in only_both.entries] == [both.id]

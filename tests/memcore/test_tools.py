@@ -71,3 +71,24 @@ def test_execute_rejects_disabled_and_bad_arguments(service: MemoryService) -> N
     with pytest.raises(ValidationError):
         tools.execute(service, A, "memory_load", {"limit": 0}, enabled=enabled)
     assert service.count(A) == 0
+
+
+def test_memory_search_filters_by_topics(service: MemoryService) -> None:
+    enabled = ["memory_add", "memory_search"]
+    for i in range(20):
+        tools.execute(service, A, "memory_add", {"memory": f"Seat note {i}: window seat, window seat"}, enabled=enabled)
+    flight = tools.execute(service, A, "memory_add", {"memory": "Prefers a window seat on flights",
+                                                      "topics": ["travel", "flights"]}, enabled=enabled)
+    train = tools.execute(service, A, "memory_add", {"memory": "Likes a window seat on trains",
+                                                     "topics": ["travel"]}, enabled=enabled)
+    found = tools.execute(service, A, "memory_search", {"query": "window seat", "topics": ["travel"], "limit": 2},
+                          enabled=enabled)
+    assert {r["memory_id"] for r in found["results"]} == {flight["memory_id"], train["memory_id"]}
+    both = tools.execute(service, A, "memory_search", {"query": "window seat", "topics": ["travel", "flights"],
+                                                       "topics_match": "all"}, enabled=enabled)
+    assert [r["memory_id"] for r in both["results"]] == [flight["memory_id"]]
+    with pytest.raises(ValidationError) as err:
+        tools.execute(service, A, "memory_search", {"query": "q", "topics_match": "some"}, enabled=enabled)
+    assert err.value.field is not None and "topics_match" in err.value.field
+    with pytest.raises(ValidationError):
+        tools.execute(service, A, "memory_search", {"query": "q", "topics": "travel"}, enabled=enabled)

@@ -144,6 +144,7 @@ def test_killed_shard_loses_no_acknowledged_write(cluster: dict[str, Any]) -> No
     acked: list[str] = []
     failed = 0
     killed = False
+    seqs: list[int] = []
     with httpx.Client(headers=_auth("app1"), timeout=60) as h:
         for i in range(60):
             if i == 25:
@@ -154,10 +155,13 @@ def test_killed_shard_loses_no_acknowledged_write(cluster: dict[str, Any]) -> No
             r = h.post(_url(cluster, "app1", "grace", "/memories"), json={"text": f"ledger line {i} kiwi"})
             if r.status_code == 201:
                 acked.append(r.json()["id"])
+                seqs.append(int(r.headers["X-Memcluster-Seq"]))
             else:
                 assert r.status_code == 503 and r.headers.get("Retry-After"), r.text
                 failed += 1
         assert killed
+        # The user's write numbers keep rising across the crash (the counter is durable), never restart at 1.
+        assert seqs == sorted(set(seqs)) and seqs[-1] >= len(seqs)
         ready = _wait_ready(cluster["base"])
         entries = h.get(_url(cluster, "app1", "grace", "/memories?limit=1000")).json()["entries"]
         assert set(acked) <= {e["id"] for e in entries}

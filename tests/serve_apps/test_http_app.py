@@ -569,3 +569,31 @@ def test_wrapped_errors_over_http(make_server: Callable[..., Served], tmp_path: 
             assert "/secret/path" not in r.text  # unexpected errors do not leak their details
             if status == 503:
                 assert r.headers["Retry-After"] == "1"
+
+
+def test_search_preload_and_tool_filter_by_topics(client: httpx.Client) -> None:
+    base = user_path()
+    for i in range(30):
+        add(client, base, f"Gym log {i}: running running shoes running")
+    run = add(client, base, "Ran a half marathon in running shoes", topics=["sport", "health"])
+    shoes = add(client, base, "Bought running shoes in Porto", topics=["shopping"])
+    url = f"{base}/memories/search"
+    hits = client.post(url, json={"query": "running shoes", "topics": ["sport", "shopping"], "max_results": 2}).json()
+    assert {h["entry"]["id"] for h in hits["hits"]} == {run["id"], shoes["id"]}
+    both = client.post(url, json={"query": "running", "topics": ["sport", "health"], "topics_match": "all"}).json()
+    assert [h["entry"]["id"] for h in both["hits"]] == [run["id"]]
+    dense = client.post(url, json={"query": "running", "topics": ["shopping"], "hybrid": False,
+                                   "similarity_threshold": -1.0}).json()
+    assert [h["entry"]["id"] for h in dense["hits"]] == [shoes["id"]]
+    error_of(client.post(url, json={"query": "x", "topics_match": "most"}), 422, "ValidationError", "topics_match")
+    error_of(client.post(url, json={"query": "x", "topics": ["t" * 65]}), 422, "ValidationError")
+    pre = client.post(f"{base}/preload", json={"budget": 1, "message": "running shoes", "topics": ["shopping"]})
+    assert pre.status_code == 200
+    assert [e["id"] for e in pre.json()["entries"]] == [shoes["id"]]
+    allpre = client.post(f"{base}/preload", json={"budget": -1, "topics": ["sport", "shopping"]}).json()
+    assert {e["id"] for e in allpre["entries"]} == {run["id"], shoes["id"]}
+    error_of(client.post(f"{base}/preload", json={"topics_match": "most"}), 422, "ValidationError", "topics_match")
+    tool = client.post(f"{base}/tools/memory_search", json={"arguments": {"query": "running shoes",
+                                                                          "topics": ["sport"], "limit": 3}})
+    assert tool.status_code == 200, tool.text
+    assert [r["memory_id"] for r in tool.json()["results"]] == [run["id"]]
