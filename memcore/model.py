@@ -8,7 +8,10 @@ service turns into :class:`memcore.errors.ValidationError` naming the field):
 - topics: at most 32, each 1..64 characters; participants: at most 64, each 1..128;
 - location: at most 256 characters; provenance: at most 1024 ids;
 - event_time: ISO-8601 (naive values are taken as UTC);
-- metadata: a small JSON object, limits in :mod:`memcore.metadata` (not part of the id).
+- metadata: a small JSON object, limits in :mod:`memcore.metadata` (not part of the id);
+- item_key (``key`` in JSON): an optional caller key, 1..512 characters, no control characters, no
+  outer whitespace. A keyed memory's id is derived from (app, user, key) alone, so writing the same
+  key again replaces the item (text, metadata and all); see :func:`memcore.ids.memory_id`.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ MAX_NAME_CHARS = 128
 MAX_LOCATION_CHARS = 256
 MAX_PROVENANCE = 1024
 MAX_RESULTS_LIMIT = 1000
+MAX_ITEM_KEY_CHARS = 512
 
 
 class Kind(StrEnum):
@@ -100,7 +104,7 @@ class UserKey(BaseModel):
 class Memory(BaseModel):
     """What a caller (tool, API or extractor) says about a memory: everything but ids and times."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", validate_by_name=True, validate_by_alias=True)
 
     text: str
     topics: list[str] = Field(default_factory=list)
@@ -111,6 +115,22 @@ class Memory(BaseModel):
     source: Source = Source.USER
     provenance: list[str] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
+    item_key: str | None = Field(default=None, alias="key", serialization_alias="key")
+    """The caller's key (JSON ``key``): unique per (app, user); same key -> same item, replaced."""
+
+    @field_validator("item_key")
+    @classmethod
+    def _item_key(cls, v: str | None) -> str | None:
+        if v is None:
+            return None
+        encodable(v, "key")
+        if not v or len(v) > MAX_ITEM_KEY_CHARS:
+            raise ValueError(f"key must be 1..{MAX_ITEM_KEY_CHARS} characters")
+        if any(unicodedata.category(ch) in ("Cc", "Cs", "Cn") for ch in v):
+            raise ValueError("key contains control or unassigned characters")
+        if v != v.strip():
+            raise ValueError("key has leading or trailing whitespace")
+        return v
 
     @field_validator("metadata", mode="before")
     @classmethod
@@ -191,7 +211,7 @@ class Entry(Memory):
     reads and searches but keeps its id (a re-add reactivates it).
     """
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", validate_by_name=True, validate_by_alias=True)
 
     id: str
     app: str

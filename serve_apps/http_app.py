@@ -96,7 +96,7 @@ def _errors(*extra: int) -> dict[int | str, dict[str, Any]]:
 # ---------------------------------------------------------------- helpers
 def _json(value: Any) -> Any:
     if isinstance(value, BaseModel):
-        return value.model_dump(mode="json")
+        return value.model_dump(mode="json", by_alias=True)
     if isinstance(value, list | tuple):
         return [_json(v) for v in value]
     return value
