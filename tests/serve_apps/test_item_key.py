@@ -58,3 +58,13 @@ def test_bad_keys_are_422_naming_key(make_server: Any, bad: Any) -> None:
     with MemoryClient(served.url) as mc, pytest.raises(InvalidRequest) as info:
         mc.add("app", "u", "x", key="trail ")
     assert info.value.field is not None and "key" in info.value.field
+
+
+def test_every_read_path_returns_the_key(make_server: Any) -> None:
+    served = make_server()
+    with MemoryClient(served.url) as mc:
+        e = mc.add("app", "u", "Carol keeps bees in the garden.", key="hobby")
+        assert [h.entry.key for h in mc.search("app", "u", "bees garden")] == ["hobby"]
+        assert [x.key for x in mc.read("app", "u")] == ["hobby"]
+        assert mc.get("app", "u", e.id).key == "hobby"
+        assert [x.key for x in mc.preload("app", "u", budget=5).entries] == ["hobby"]
