@@ -20,21 +20,21 @@ import pytest
 
 pytest.importorskip("trpc_agent_sdk", reason="trpc-agent-py lives in the scripts/trpc-venv overlay (mcp<2)")
 
-from trpc_agent_sdk.memory import BaseMemoryService, MemoryServiceConfig  # noqa: E402
-from trpc_agent_sdk.models import OpenAIModel  # noqa: E402
-from trpc_agent_sdk.sessions import InMemorySessionService  # noqa: E402
-from trpc_agent_sdk.types import Content, Part, SearchMemoryResponse  # noqa: E402
+from trpc_agent_sdk.memory import BaseMemoryService, MemoryServiceConfig
+from trpc_agent_sdk.models import OpenAIModel
+from trpc_agent_sdk.sessions import InMemorySessionService
+from trpc_agent_sdk.types import Content, Part, SearchMemoryResponse
 
-from examples.trpc_agent_memory import ask, build_runner  # noqa: E402
-from memclient import AsyncMemoryClient, Unavailable  # noqa: E402
-from memclient.integrations.trpc import (  # noqa: E402
+from examples.trpc_agent_memory import ask, build_runner
+from memclient import AsyncMemoryClient, Unavailable
+from memclient.integrations.trpc import (
     MemclusterMemoryService,
     SaveMemoryTool,
     SearchMemoryTool,
     split_key,
 )
-from tests.integrations.server_process import server_process  # noqa: E402
-from tests.scripted_llm import ScriptedLLM, iter_tool_messages, messages_text, tool_call  # noqa: E402
+from tests.integrations.server_process import server_process
+from tests.scripted_llm import ScriptedLLM, iter_tool_messages, messages_text, tool_call
 
 ROOT = Path(__file__).resolve().parents[2]
 
