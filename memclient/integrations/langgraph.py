@@ -192,10 +192,13 @@ class MemclusterStore(BaseStore):
 
     def item(self, scope: Scope, entry: Entry, score: float | None = None, *, search: bool = False) -> Item:
         meta = entry.metadata
-        path = tuple(json.loads(entry.key or "[]")[:-1])
-        fields = {"namespace": self.namespace(scope, path), "key": str(meta.get(KEY, "")),
-                  "value": dict(meta.get(VALUE) or {}), "created_at": entry.created_at, "updated_at": entry.updated_at}
-        return SearchItem(**fields, score=score) if search else Item(**fields)
+        namespace = self.namespace(scope, tuple(json.loads(entry.key or "[]")[:-1]))
+        key, value = str(meta.get(KEY, "")), dict(meta.get(VALUE) or {})
+        if search:
+            return SearchItem(namespace=namespace, key=key, value=value, created_at=entry.created_at,
+                              updated_at=entry.updated_at, score=score)
+        return Item(namespace=namespace, key=key, value=value, created_at=entry.created_at,
+                    updated_at=entry.updated_at)
 
     @staticmethod
     def _stored(entry: Entry) -> bool:
@@ -203,6 +206,7 @@ class MemclusterStore(BaseStore):
 
     def search_items(self, scope: Scope, op: SearchOp, hits: Sequence[SearchHit] | None,
                      entries: Sequence[Entry] | None) -> list[SearchItem]:
+        found: list[tuple[Entry, float | None]]
         if hits is not None:
             found = [(h.entry, h.score) for h in hits]
         else:
