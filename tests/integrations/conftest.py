@@ -1,5 +1,5 @@
 """Fixtures of the framework-adapter tests: a memcluster HTTP app over uvicorn (LocalShardBackend,
-hashing embedder) per module, and the session's Ray Serve port for the tests on the Ray cluster."""
+hashing embedder) per module (the Ray-cluster variant lives in tests/serve_apps, next to serve_port)."""
 
 from __future__ import annotations
 
@@ -16,15 +16,3 @@ def memcluster(tmp_path_factory: pytest.TempPathFactory, hashing_embedder: Any) 
     """memcluster with ingest (verbatim extractor: every user/assistant turn becomes a memory)."""
     with serve_local(tmp_path_factory.mktemp("integrations"), hashing_embedder) as served:
         yield served
-
-
-@pytest.fixture(scope="session")
-def serve_port(ray_session: Any) -> int:
-    """Ray Serve's HTTP proxy on 127.0.0.1 (the same fixture as tests/serve_apps/conftest.py)."""
-    from ray import serve
-
-    from tests.conftest import free_port
-
-    port = free_port()
-    serve.start(http_options={"host": "127.0.0.1", "port": port})
-    return port

@@ -1,15 +1,13 @@
 """A LangGraph graph with MemclusterStore as its store and the scripted OpenAI-compatible model:
 session 1 (one thread) states a fact, the model stores it; session 2 is a new thread and the answer
-uses the fact found through the store; a second user sees nothing. Once on the in-process server,
-once on the Ray cluster (Serve ingress + shard actors)."""
+uses the fact found through the store; a second user sees nothing. Here on the in-process server;
+tests/serve_apps/test_langgraph_cluster.py runs the same on the Ray cluster."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import openai
-import pytest
 
 from examples.langgraph_memory import ask, build_graph
 from memclient import MemoryClient
@@ -45,29 +43,3 @@ def two_sessions(base_url: str, api_key: str | None) -> None:
 
 def test_two_sessions_local(memcluster: Served) -> None:
     two_sessions(memcluster.url, None)
-
-
-@pytest.fixture(scope="module")
-def ray_memcluster(serve_port: int, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    import ray
-    from ray import serve
-
-    from actors.router import actor_name
-    from serve_apps.builder import build_app
-    from tests.serve_apps.test_cluster import _wait_ready
-
-    app, key, namespace, prefix = "lg-graph", "lg-graph-key-0123456789", "memcluster-lg-test", "/lg"
-    settings = {"data_dir": str(tmp_path_factory.mktemp("lg-ray")), "shards": 2, "namespace": namespace,
-                "embedder": {"kind": "hashing", "dim": 256}, "api_keys": {app: key}}
-    serve.run(build_app({"settings": settings}), name="memlg", route_prefix=prefix)
-    base = f"http://127.0.0.1:{serve_port}{prefix}"
-    _wait_ready(base)
-    yield {"base": base, "key": key}
-    serve.delete("memlg")
-    for k in range(2):
-        ray.kill(ray.get_actor(actor_name(k), namespace=namespace))
-
-
-@pytest.mark.ray
-def test_two_sessions_on_the_ray_cluster(ray_memcluster: dict[str, str]) -> None:
-    two_sessions(ray_memcluster["base"], ray_memcluster["key"])
