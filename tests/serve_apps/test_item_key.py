@@ -3,6 +3,7 @@ scoped per user, bad keys are a 422 naming ``key``, and a keyed memory keeps its
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -68,3 +69,18 @@ def test_every_read_path_returns_the_key(make_server: Any) -> None:
         assert [x.key for x in mc.read("app", "u")] == ["hobby"]
         assert mc.get("app", "u", e.id).key == "hobby"
         assert [x.key for x in mc.preload("app", "u", budget=5).entries] == ["hobby"]
+
+
+def test_export_import_keeps_the_key(make_server: Any) -> None:
+    served = make_server()
+    with MemoryClient(served.url) as mc, served.client() as http:
+        e = mc.add("app-x", "u", "Dana runs marathons.", key="sport")
+        lines = http.get("/v1/apps/app-x/export").text.splitlines()
+        assert [json.loads(line)["key"] for line in lines] == ["sport"]
+        other = make_server()
+        with MemoryClient(other.url) as mc2, other.client() as http2:
+            r = http2.post("/v1/apps/app-x/import", content="\n".join(lines) + "\n",
+                           headers={"Content-Type": "application/x-ndjson"})
+            assert r.status_code < 300, r.text
+            again = mc2.add("app-x", "u", "Dana now swims.", key="sport")
+            assert again.id == e.id and [x.text for x in mc2.read("app-x", "u")] == ["Dana now swims."]
