@@ -324,7 +324,7 @@ class ShardCore:
     ) -> bytes:
         """:meth:`search` with the hits as one JSON array (UTF-8), as the HTTP API sends them: bytes cross
         a Ray hop for less than model objects, and the ingress does not encode them again."""
-        return _HITS_JSON.dump_json(self.search(key, options, query_vector))
+        return _HITS_JSON.dump_json(self.search(key, options, query_vector), by_alias=True)
 
     def preload(
         self, key: UserKey, budget: int, message: str, mode: InjectionMode, playbook: str | None,

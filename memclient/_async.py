@@ -74,11 +74,13 @@ class AsyncMemoryClient:
         self, app: str, user: str, text: str, *, topics: Sequence[str] | None = None, kind: str = "fact",
         event_time: TimeLike | None = None, participants: Sequence[str] | None = None,
         location: str | None = None, source: str | None = None, provenance: Sequence[str] | None = None,
-        metadata: Mapping[str, Any] | None = None,
+        metadata: Mapping[str, Any] | None = None, key: str | None = None,
     ) -> Entry:
-        """Add a memory (idempotent for the same content); returns the stored entry with its id."""
+        """Add a memory (idempotent for the same content; with ``key``, the same key replaces the memory
+        stored under it); returns the stored entry with its id."""
         body = P.memory_body(text, topics=topics, kind=kind, event_time=event_time, participants=participants,
-                             location=location, source=source, provenance=provenance, metadata=metadata)
+                             location=location, source=source, provenance=provenance, metadata=metadata,
+                             key=key)
         return await self._send(P.add(app, user, body))
 
     async def get(self, app: str, user: str, memory_id: str) -> Entry:
@@ -97,11 +99,12 @@ class AsyncMemoryClient:
         self, app: str, user: str, memory_id: str, text: str, *, topics: Sequence[str] | None = None,
         kind: str = "fact", event_time: TimeLike | None = None, participants: Sequence[str] | None = None,
         location: str | None = None, source: str | None = None, provenance: Sequence[str] | None = None,
-        metadata: Mapping[str, Any] | None = None,
+        metadata: Mapping[str, Any] | None = None, key: str | None = None,
     ) -> Entry:
         """Replace a memory's content; the returned entry carries the effective (possibly rotated) id."""
         body = P.memory_body(text, topics=topics, kind=kind, event_time=event_time, participants=participants,
-                             location=location, source=source, provenance=provenance, metadata=metadata)
+                             location=location, source=source, provenance=provenance, metadata=metadata,
+                             key=key)
         return await self._send(P.update(app, user, memory_id, body))
 
     async def delete(self, app: str, user: str, memory_id: str, hard: bool | None = None) -> None:

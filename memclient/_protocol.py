@@ -88,6 +88,7 @@ def memory_body(
     source: str | None = None,
     provenance: Sequence[str] | None = None,
     metadata: Mapping[str, Any] | None = None,
+    key: str | None = None,
 ) -> dict[str, Any]:
     """The Memory JSON; unset optional fields are left out so the server's defaults apply."""
     body: dict[str, Any] = {"text": text, "kind": kind}
@@ -99,6 +100,7 @@ def memory_body(
         "source": source,
         "provenance": list(provenance) if provenance is not None else None,
         "metadata": dict(metadata) if metadata is not None else None,
+        "key": key,
     }
     body.update({k: v for k, v in optional.items() if v is not None})
     return body

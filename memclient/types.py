@@ -42,6 +42,8 @@ class Entry:
     provenance: list[str] = field(default_factory=list)
     deleted_at: datetime | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    key: str | None = None
+    """The caller's key, when the memory was written with one (same key -> same memory, replaced)."""
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Entry:
@@ -61,6 +63,7 @@ class Entry:
             provenance=list(data.get("provenance") or []),
             deleted_at=parse_time(data.get("deleted_at")),
             metadata=dict(data.get("metadata") or {}),
+            key=data.get("key"),
         )
 
     @property

@@ -88,7 +88,7 @@ def check_entry(data: Any) -> Entry:
 def encode_line(entry: Entry) -> str:
     """One JSON line (with its newline) holding every field of ``entry``; ASCII only (non-ASCII text is
     escaped), so no Unicode line separator can split a line for any reader."""
-    data = entry.model_dump(mode="json")
+    data = entry.model_dump(mode="json", by_alias=True)  # the caller key as ``key``, as in the API
     ordered = {k: data[k] for k in LINE_FIELDS}
     ordered.update({k: v for k, v in data.items() if k not in ordered})
     return json.dumps(ordered, ensure_ascii=True, separators=(",", ":")) + "\n"

@@ -3,6 +3,9 @@
 The id is ``sha256`` over the normalised text, the app, the user and the canonical
 episodic metadata (kind, UTC event time, sorted normalised participants, location).
 Topics, source and provenance are excluded: re-tagging never changes an id.
+
+A memory with a caller key (``item_key``) is addressed by the key instead: ``sha256`` over
+(app, user, key), so a write under the same key lands on the same entry and replaces it.
 """
 
 from __future__ import annotations
@@ -17,6 +20,10 @@ from memcore.text import normalize
 
 def memory_id(key: UserKey, memory: Memory) -> str:
     """The canonical id of ``memory`` for ``key`` (64 hex characters)."""
+    if memory.item_key is not None:
+        keyed = {"v": 1, "app": key.app, "user": key.user, "key": memory.item_key}
+        blob = json.dumps(keyed, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode("utf-8")).hexdigest()
     event = memory.event_time.isoformat() if memory.event_time else ""
     canonical = {
         "v": 1,

@@ -11,7 +11,10 @@ service turns into :class:`memcore.errors.ValidationError` naming the field):
   (:data:`MAX_NAME_CHARS`, also the limit of a speaker name);
 - location: at most 256 characters; provenance: at most 1024 ids;
 - event_time: ISO-8601 (naive values are taken as UTC);
-- metadata: a small JSON object, limits in :mod:`memcore.metadata` (not part of the id).
+- metadata: a small JSON object, limits in :mod:`memcore.metadata` (not part of the id);
+- item_key (``key`` in JSON): an optional caller key, 1..512 characters, no control characters, no
+  outer whitespace. A keyed memory's id is derived from (app, user, key) alone, so writing the same
+  key again replaces the item (text, metadata and all); see :func:`memcore.ids.memory_id`.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ MAX_NAME_CHARS = 64
 MAX_LOCATION_CHARS = 256
 MAX_PROVENANCE = 1024
 MAX_RESULTS_LIMIT = 1000
+MAX_ITEM_KEY_CHARS = 512
 
 
 class Kind(StrEnum):
@@ -171,6 +175,19 @@ def _metadata_or_none(v: Any) -> dict[str, Any] | None:
     return None if v is None else check_metadata(v)
 
 
+def check_item_key(v: str | None) -> str | None:
+    if v is None:
+        return None
+    encodable(v, "key")
+    if not v or len(v) > MAX_ITEM_KEY_CHARS:
+        raise ValueError(f"key must be 1..{MAX_ITEM_KEY_CHARS} characters")
+    if any(unicodedata.category(ch) in ("Cc", "Cs", "Cn") for ch in v):
+        raise ValueError("key contains control or unassigned characters")
+    if v != v.strip():
+        raise ValueError("key has leading or trailing whitespace")
+    return v
+
+
 Text = Annotated[str, AfterValidator(check_text)]
 Topics = Annotated[list[str], AfterValidator(check_topics)]
 Participants = Annotated[list[str], AfterValidator(check_participants)]
@@ -178,6 +195,7 @@ Location = Annotated[str | None, AfterValidator(check_location)]
 EventTime = Annotated[datetime | None, AfterValidator(_utc_or_none)]
 Provenance = Annotated[list[str], AfterValidator(check_provenance)]
 Metadata = Annotated[dict[str, Any], BeforeValidator(check_metadata)]
+ItemKey = Annotated[str | None, AfterValidator(check_item_key)]
 """The field types of a memory, each with its rule (one home: :class:`Memory` and :class:`MemoryPatch`)."""
 
 
@@ -187,7 +205,7 @@ class Memory(BaseModel):
     ``model_fields_set`` tells what the caller actually gave: an update changes only those fields
     (:meth:`memcore.service.MemoryService.update`)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", validate_by_name=True, validate_by_alias=True)
 
     text: Text
     topics: Topics = Field(default_factory=list)
@@ -198,17 +216,21 @@ class Memory(BaseModel):
     source: Source = Source.USER
     provenance: Provenance = Field(default_factory=list)
     metadata: Metadata = Field(default_factory=dict)
+    item_key: ItemKey = Field(default=None, alias="key", serialization_alias="key")
+    """The caller's key (JSON ``key``): unique per (app, user); same key -> same item, replaced."""
 
 
-PATCH_FIELDS: tuple[str, ...] = ("text", "topics", "kind", "event_time", "participants", "location", "metadata")
+PATCH_FIELDS: tuple[str, ...] = ("text", "topics", "kind", "event_time", "participants", "location", "metadata",
+                                 "item_key")
 """What an update may change; every other field of the entry is kept (provenance grows)."""
 
 
 class MemoryPatch(BaseModel):
     """An update: only the fields given change (text, topics, kind, event time, participants,
-    location, metadata); at least one is required. ``null`` clears ``event_time`` or ``location``."""
+    location, metadata, key); at least one is required. ``null`` clears ``event_time``, ``location``
+    or ``key``."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", validate_by_name=True, validate_by_alias=True)
 
     text: Text | None = None
     topics: Topics | None = None
@@ -217,6 +239,7 @@ class MemoryPatch(BaseModel):
     participants: Participants | None = None
     location: Location = None
     metadata: Annotated[dict[str, Any] | None, BeforeValidator(_metadata_or_none)] = None
+    item_key: ItemKey = Field(default=None, alias="key", serialization_alias="key")
     provenance: Provenance = Field(default_factory=list)
 
     @field_validator("text", mode="before")
@@ -229,7 +252,8 @@ class MemoryPatch(BaseModel):
     @model_validator(mode="after")
     def _something(self) -> MemoryPatch:
         if not (self.model_fields_set & set(PATCH_FIELDS)):
-            raise ValueError(f"nothing to update: give at least one of {', '.join(PATCH_FIELDS)}")
+            names = ", ".join(f.replace("item_key", "key") for f in PATCH_FIELDS)
+            raise ValueError(f"nothing to update: give at least one of {names}")
         return self
 
     def changes(self) -> dict[str, Any]:
@@ -251,7 +275,7 @@ class Entry(Memory):
     reads and searches but keeps its id (a re-add reactivates it).
     """
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", validate_by_name=True, validate_by_alias=True)
 
     id: str
     app: str

@@ -67,7 +67,7 @@ def shards(request: Request) -> ShardClient:
 def to_json(value: Any) -> Any:
     """Models (and lists of them) as JSON-ready data."""
     if isinstance(value, BaseModel):
-        return value.model_dump(mode="json")
+        return value.model_dump(mode="json", by_alias=True)
     if isinstance(value, list | tuple):
         return [to_json(v) for v in value]
     return value

@@ -78,10 +78,13 @@ _MEMORY_DOCS = {
     "provenance": "Ids of the conversation turns the memory came from (at most 1024).",
     "metadata": "A small JSON object kept with the memory (at most 32 keys of letters, digits, `_`, `-`; 4096 bytes "
                 "of JSON); not part of the memory's identity; filterable by equality (`metadata_filter`).",
+    "key": "An optional caller key (1..512 characters): the memory's identity becomes (app, user, key), so a "
+           "later write with the same key replaces this memory (text, metadata and all) instead of adding one.",
 }
 _ENTRY_DOCS = {
     **_MEMORY_DOCS,
-    "id": "Content-addressed id: sha256 over the normalised text, scope and episodic metadata.",
+    "id": "Content-addressed id: sha256 over the normalised text, scope and episodic metadata (or over scope "
+          "and `key` when a key is given).",
     "app": "The application the memory belongs to.",
     "user": "The user the memory belongs to.",
     "created_at": "When the memory was first stored.",

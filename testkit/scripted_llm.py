@@ -9,6 +9,9 @@ request body it received (``.requests``). Script items:
 - a :class:`Reply`: full control (content, tool calls, HTTP status, raw body, delay);
 - a callable ``(request_json) -> item``: computes the answer from the request.
 
+A request with ``"stream": true`` gets the same answer as server-sent ``chat.completion.chunk`` events
+(a role chunk, the content, each tool call, the finish reason, ``[DONE]``), as streaming clients expect.
+
 When the script runs out the server answers 500 (and records the request), so a test fails
 loudly instead of hanging. For fault tests, build the ``openai`` client with ``max_retries=0``.
 
@@ -87,6 +90,25 @@ def completion(reply: Reply, model: str) -> dict[str, Any]:
     return {"id": f"chatcmpl-{next(_ids)}", "object": "chat.completion", "created": int(time.time()),
             "model": model, "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
             "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+
+
+def stream_events(done: Mapping[str, Any]) -> bytes:
+    """A ``chat.completion`` answer as the server-sent events of a streamed one."""
+    choice = done["choices"][0]
+    message = choice["message"]
+    head = {"id": done["id"], "object": "chat.completion.chunk", "created": done["created"], "model": done["model"]}
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]}
+
+    chunks = [chunk({"role": "assistant", "content": ""})]
+    if message.get("content"):
+        chunks.append(chunk({"content": message["content"]}))
+    for i, call in enumerate(message.get("tool_calls") or []):
+        chunks.append(chunk({"tool_calls": [{"index": i, **call}]}))
+    chunks.append(chunk({}, choice["finish_reason"]))
+    chunks.append({**head, "choices": [], "usage": done.get("usage")})
+    return b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks) + b"data: [DONE]\n\n"
 
 
 @dataclass
@@ -169,7 +191,11 @@ def _handler(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
             if delay:
                 time.sleep(delay)
             try:
-                self._send(status, body)
+                if request.get("stream") and status == 200 and isinstance(body, dict) and "choices" in body:
+                    self._send(status, stream_events(body), "text/event-stream")
+                    self.close_connection = True  # an event stream ends with its connection
+                else:
+                    self._send(status, body)
             except (BrokenPipeError, ConnectionResetError):  # the client gave up (a timeout test)
                 self.close_connection = True
 
@@ -179,10 +205,12 @@ def _handler(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
             else:
                 self._send(404, {"error": {"message": f"no route {self.path}"}})
 
-        def _send(self, status: int, body: Any) -> None:
+        def _send(self, status: int, body: Any, content_type: str = "application/json") -> None:
             raw = body if isinstance(body, bytes) else json.dumps(body).encode()
             self.send_response(status)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", content_type)
+            if content_type == "text/event-stream":
+                self.send_header("Connection", "close")
             self.send_header("Content-Length", str(len(raw)))
             self.end_headers()
             self.wfile.write(raw)

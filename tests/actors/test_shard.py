@@ -140,7 +140,7 @@ def test_search_json_is_search_as_the_http_api_sends_it(core: ShardCore) -> None
     hits = core.search(key, options)
     raw = core.search_json(key, options)
     assert isinstance(raw, bytes) and len(hits) == 2
-    assert json.loads(raw) == [h.model_dump(mode="json") for h in hits]
+    assert json.loads(raw) == [h.model_dump(mode="json", by_alias=True) for h in hits]
     assert core.search_json(key, {"query": ""}) == b"[]"
 
 

@@ -225,6 +225,7 @@ def test_one_shared_collection_with_payload_indexes(deployments: dict[str, Serve
         "kind": models.PayloadSchemaType.KEYWORD,
         "event_ts": models.PayloadSchemaType.FLOAT,
         "deleted": models.PayloadSchemaType.BOOL,
+        "topics": models.PayloadSchemaType.KEYWORD,
     }
 
 
@@ -259,7 +260,8 @@ def test_an_operator_made_collection_is_kept_and_indexed(tmp_path: Path, embedde
     try:
         assert core.rebuilt == 1 and core.read(carol) == [note]  # found, not recreated
         assert core.search(carol, {"query": "premade note"})[0].entry.id == note.id
-        assert {f for (c, f) in qdrant.indexes if c == "premade"} == {"app", "user", "kind", "event_ts", "deleted"}
+        indexed = {f for (c, f) in qdrant.indexes if c == "premade"}
+        assert indexed == {"app", "user", "kind", "event_ts", "deleted", "topics"}
     finally:
         core.close()
     with pytest.raises(StoreError):  # a dimension mismatch is refused, not silently recreated

@@ -1,0 +1,334 @@
+"""LangGraph long-term memory on memcluster: :class:`MemclusterStore`, a ``langgraph.store.base.BaseStore``.
+
+Install with ``pip install "memcluster-client[langgraph]"``::
+
+    store = MemclusterStore.connect("http://127.0.0.1:8000", api_key="...", app="my-app")
+    graph = builder.compile(store=store)          # nodes get ``store`` injected
+    store.put(("alice", "prefs"), "drink", {"text": "Alice drinks oat-milk flat whites"})
+
+Namespace mapping. With ``app`` given, a namespace is ``(user, *topic_path)``; without it,
+``(app, user, *topic_path)``. Every read and write is scoped to that memcluster app and user; the
+topic path (possibly empty) and the item key become the memcluster entry's caller ``key`` (a JSON
+array ``[*topic_path, key]``, so ``put`` with the same namespace and key replaces the item), and the
+value is kept whole in the entry's ``metadata`` (``value``) next to the path prefixes that make
+namespace-prefix searches one metadata equality (``lg_p<depth>``).
+
+- ``put``: the entry's text (what hybrid search ranks) is the value's string fields, or only the
+  fields named by ``index`` / ``index_fields``; values are bounded by memcluster's metadata limits
+  (about 4 KB of JSON, nesting 3 deep): larger ones fail with :class:`memclient.InvalidRequest`.
+- ``search(prefix, query=...)``: memcluster's hybrid search, :class:`SearchItem` scores are its fused
+  scores; without ``query`` the newest items first. ``filter`` is equality on value fields
+  (``{"field": v}`` or ``{"field": {"$eq": v}}``; ``$ne`` too), applied to the hits of the
+  namespace prefix.
+- ``list_namespaces`` needs a ``prefix`` condition that names the app and user (memcluster has no
+  cross-user listing).
+- TTL: memcluster's TTL is the server's per-app setting (``ttl`` in its settings, with refresh on
+  access); a per-item ``ttl`` is not supported (``supports_ttl`` is False, so LangGraph rejects it).
+
+Errors of the service are raised as :class:`memclient.MemclientError` subclasses, never turned into
+empty results. ``batch`` uses the sync client, ``abatch`` the async one (``connect`` makes both).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from memclient.integrations.extras import require
+
+require("langgraph")
+
+from langgraph.store.base import (  # noqa: E402
+    BaseStore,
+    GetOp,
+    InvalidNamespaceError,
+    Item,
+    ListNamespacesOp,
+    MatchCondition,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+)
+
+from memclient import AsyncMemoryClient, Entry, MemoryClient, SearchHit  # noqa: E402
+
+__all__ = ["MemclusterStore"]
+
+MARK = "lg"  # metadata flag of entries written by the store
+DEPTH, KEY, VALUE, PREFIX = "lg_depth", "lg_key", "value", "lg_p"
+#: the most entries one listing reads (the server's read limit)
+READ_LIMIT = 1000
+
+
+@dataclass(frozen=True)
+class Scope:
+    app: str
+    user: str
+    path: tuple[str, ...]
+
+
+def _prefixes(path: Sequence[str]) -> dict[str, str]:
+    return {f"{PREFIX}{i}": ".".join(path[:i]) for i in range(1, len(path) + 1)}
+
+
+def _leaves(value: Any, head: str = "") -> list[str]:
+    if isinstance(value, Mapping):
+        return [s for k, v in value.items() for s in _leaves(v, f"{head}{k}: " if not head else f"{head}{k} ")]
+    if isinstance(value, list | tuple):
+        return [s for v in value for s in _leaves(v, head)]
+    if isinstance(value, str):
+        return [f"{head}{value}"] if value.strip() else []
+    if value is None:
+        return []
+    return [f"{head}{json.dumps(value)}"]
+
+
+def text_of(value: Mapping[str, Any], fields: Sequence[str] | None, key: str) -> str:
+    """What search ranks: the named top-level fields (all string leaves when ``fields`` is None)."""
+    if fields is not None:
+        parts = [s for f in fields if f in value for s in _leaves(value[f])]
+    else:
+        parts = _leaves(value)
+    return "\n".join(parts).strip() or key
+
+
+def _matches_filter(value: Mapping[str, Any], flt: Mapping[str, Any] | None) -> bool:
+    for field, want in (flt or {}).items():
+        have = value.get(field)
+        if isinstance(want, Mapping) and any(str(k).startswith("$") for k in want):
+            for op, operand in want.items():
+                if op == "$eq":
+                    ok = have == operand
+                elif op == "$ne":
+                    ok = have != operand
+                else:
+                    raise ValueError(f"filter operator {op!r} on {field!r} is not supported (use equality, $eq, $ne)")
+                if not ok:
+                    return False
+        elif have != want:
+            return False
+    return True
+
+
+def _does_match(cond: MatchCondition, ns: tuple[str, ...]) -> bool:
+    path = tuple(cond.path)
+    if len(ns) < len(path):
+        return False
+    pairs = zip(ns, path, strict=False) if cond.match_type == "prefix" else zip(reversed(ns), reversed(path),
+                                                                                   strict=False)
+    return all(p == "*" or a == p for a, p in pairs)
+
+
+class MemclusterStore(BaseStore):
+    """A LangGraph store backed by memcluster (see the module docstring for the mapping)."""
+
+    supports_ttl = False
+
+    def __init__(
+        self,
+        client: MemoryClient | None = None,
+        aclient: AsyncMemoryClient | None = None,
+        *,
+        app: str | None = None,
+        index_fields: Sequence[str] | None = None,
+    ) -> None:
+        if client is None and aclient is None:
+            raise ValueError("MemclusterStore needs a MemoryClient, an AsyncMemoryClient or both")
+        self.client, self.aclient, self.app = client, aclient, app
+        self.index_fields = list(index_fields) if index_fields is not None else None
+
+    @classmethod
+    def connect(cls, base_url: str, api_key: str | None = None, *, app: str | None = None,
+                timeout: float = 10.0, index_fields: Sequence[str] | None = None) -> MemclusterStore:
+        """A store with a sync and an async client of ``base_url`` (close with :meth:`close` / :meth:`aclose`)."""
+        return cls(MemoryClient(base_url, api_key=api_key, timeout=timeout),
+                   AsyncMemoryClient(base_url, api_key=api_key, timeout=timeout), app=app, index_fields=index_fields)
+
+    def close(self) -> None:
+        if self.client is not None:
+            self.client.close()
+
+    async def aclose(self) -> None:
+        self.close()
+        if self.aclient is not None:
+            await self.aclient.close()
+
+    # ------------------------------------------------------------------ mapping
+    def scope(self, namespace: Sequence[str]) -> Scope:
+        ns = tuple(namespace)
+        need = 1 if self.app is not None else 2
+        if len(ns) < need:
+            what = "(user, ...)" if self.app is not None else "(app, user, ...)"
+            raise InvalidNamespaceError(f"a memcluster namespace is {what}; got {ns!r}")
+        if self.app is not None:
+            return Scope(self.app, ns[0], ns[1:])
+        return Scope(ns[0], ns[1], ns[2:])
+
+    def namespace(self, scope: Scope, path: Sequence[str]) -> tuple[str, ...]:
+        head = (scope.user,) if self.app is not None else (scope.app, scope.user)
+        return (*head, *path)
+
+    @staticmethod
+    def prefix_filter(path: Sequence[str], **extra: Any) -> dict[str, Any]:
+        return {MARK: True, **({f"{PREFIX}{len(path)}": ".".join(path)} if path else {}), **extra}
+
+    def item_filter(self, scope: Scope, key: str) -> dict[str, Any]:
+        return self.prefix_filter(scope.path, **{DEPTH: len(scope.path), KEY: key})
+
+    def write_args(self, scope: Scope, op: PutOp) -> dict[str, Any]:
+        if op.ttl is not None:
+            raise NotImplementedError("MemclusterStore has no per-item TTL: memcluster's TTL is the app's setting")
+        value = dict(op.value or {})
+        fields = None if op.index is None else ([] if op.index is False else list(op.index))
+        if fields is None:
+            fields = self.index_fields
+        meta = {MARK: True, DEPTH: len(scope.path), KEY: op.key, **_prefixes(scope.path), VALUE: value}
+        return {"text": text_of(value, fields, op.key), "key": json.dumps([*scope.path, op.key], ensure_ascii=False),
+                "metadata": meta, "source": "user"}
+
+    def item(self, scope: Scope, entry: Entry, score: float | None = None, *, search: bool = False) -> Item:
+        meta = entry.metadata
+        namespace = self.namespace(scope, tuple(json.loads(entry.key or "[]")[:-1]))
+        key, value = str(meta.get(KEY, "")), dict(meta.get(VALUE) or {})
+        if search:
+            return SearchItem(namespace=namespace, key=key, value=value, created_at=entry.created_at,
+                              updated_at=entry.updated_at, score=score)
+        return Item(namespace=namespace, key=key, value=value, created_at=entry.created_at,
+                    updated_at=entry.updated_at)
+
+    @staticmethod
+    def _stored(entry: Entry) -> bool:
+        return entry.metadata.get(MARK) is True and entry.key is not None and KEY in entry.metadata
+
+    def search_items(self, scope: Scope, op: SearchOp, hits: Sequence[SearchHit] | None,
+                     entries: Sequence[Entry] | None) -> list[SearchItem]:
+        found: list[tuple[Entry, float | None]]
+        if hits is not None:
+            found = [(h.entry, h.score) for h in hits]
+        else:
+            found = [(e, None) for e in entries or ()]
+        chosen = [(e, s) for e, s in found
+                  if self._stored(e) and _matches_filter(e.metadata.get(VALUE) or {}, op.filter)]
+        page = chosen[op.offset: op.offset + op.limit]
+        out = [self.item(scope, e, s, search=True) for e, s in page]
+        return [i for i in out if isinstance(i, SearchItem)]
+
+    @staticmethod
+    def fetch_size(op: SearchOp) -> int:
+        want = (op.offset + op.limit) * (4 if op.filter else 1)
+        return max(1, min(READ_LIMIT, want))
+
+    def list_scope(self, op: ListNamespacesOp) -> Scope:
+        for cond in op.match_conditions or ():
+            if cond.match_type == "prefix" and "*" not in cond.path[: (1 if self.app is not None else 2)]:
+                try:
+                    return self.scope(cond.path)
+                except InvalidNamespaceError:
+                    continue
+        raise ValueError("list_namespaces on memcluster needs a prefix naming the app and user "
+                         "(memcluster has no cross-user listing)")
+
+    def namespaces(self, scope: Scope, op: ListNamespacesOp, entries: Sequence[Entry]) -> list[tuple[str, ...]]:
+        seen: set[tuple[str, ...]] = set()
+        for e in entries:
+            if self._stored(e):
+                ns = self.namespace(scope, tuple(json.loads(e.key or "[]")[:-1]))
+                if all(_does_match(c, ns) for c in op.match_conditions or ()):
+                    seen.add(ns[: op.max_depth] if op.max_depth is not None else ns)
+        return sorted(seen)[op.offset: op.offset + op.limit]
+
+    # ------------------------------------------------------------------ sync
+    def _sync(self) -> MemoryClient:
+        if self.client is None:
+            raise RuntimeError("this MemclusterStore has no sync MemoryClient (use the async methods)")
+        return self.client
+
+    def _find(self, mc: MemoryClient, scope: Scope, key: str) -> Entry | None:
+        found = mc.read(scope.app, scope.user, 2, metadata_filter=self.item_filter(scope, key))
+        return next((e for e in found if self._stored(e)), None)
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        mc = self._sync()
+        results: list[Result] = []
+        for op in ops:
+            if isinstance(op, GetOp):
+                scope = self.scope(op.namespace)
+                entry = self._find(mc, scope, op.key)
+                results.append(self.item(scope, entry) if entry is not None else None)
+            elif isinstance(op, PutOp):
+                scope = self.scope(op.namespace)
+                if op.value is None:
+                    entry = self._find(mc, scope, op.key)
+                    if entry is not None:
+                        mc.delete(scope.app, scope.user, entry.id, hard=True)
+                else:
+                    args = self.write_args(scope, op)
+                    mc.add(scope.app, scope.user, args.pop("text"), **args)
+                results.append(None)
+            elif isinstance(op, SearchOp):
+                scope = self.scope(op.namespace_prefix)
+                flt = self.prefix_filter(scope.path)
+                if op.query:
+                    hits = mc.search(scope.app, scope.user, op.query, max_results=self.fetch_size(op),
+                                     metadata_filter=flt)
+                    results.append(self.search_items(scope, op, hits, None))
+                else:
+                    entries = mc.read(scope.app, scope.user, READ_LIMIT, metadata_filter=flt)
+                    results.append(self.search_items(scope, op, None, entries))
+            elif isinstance(op, ListNamespacesOp):
+                scope = self.list_scope(op)
+                entries = mc.read(scope.app, scope.user, READ_LIMIT, metadata_filter=self.prefix_filter(()))
+                results.append(self.namespaces(scope, op, entries))
+            else:
+                raise TypeError(f"unknown store operation {type(op).__name__}")
+        return results
+
+    # ------------------------------------------------------------------ async
+    def _async(self) -> AsyncMemoryClient:
+        if self.aclient is None:
+            raise RuntimeError("this MemclusterStore has no AsyncMemoryClient (use the sync methods)")
+        return self.aclient
+
+    async def _afind(self, mc: AsyncMemoryClient, scope: Scope, key: str) -> Entry | None:
+        found = await mc.read(scope.app, scope.user, 2, metadata_filter=self.item_filter(scope, key))
+        return next((e for e in found if self._stored(e)), None)
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        mc = self._async()
+        results: list[Result] = []
+        for op in ops:
+            if isinstance(op, GetOp):
+                scope = self.scope(op.namespace)
+                entry = await self._afind(mc, scope, op.key)
+                results.append(self.item(scope, entry) if entry is not None else None)
+            elif isinstance(op, PutOp):
+                scope = self.scope(op.namespace)
+                if op.value is None:
+                    entry = await self._afind(mc, scope, op.key)
+                    if entry is not None:
+                        await mc.delete(scope.app, scope.user, entry.id, hard=True)
+                else:
+                    args = self.write_args(scope, op)
+                    await mc.add(scope.app, scope.user, args.pop("text"), **args)
+                results.append(None)
+            elif isinstance(op, SearchOp):
+                scope = self.scope(op.namespace_prefix)
+                flt = self.prefix_filter(scope.path)
+                if op.query:
+                    hits = await mc.search(scope.app, scope.user, op.query, max_results=self.fetch_size(op),
+                                           metadata_filter=flt)
+                    results.append(self.search_items(scope, op, hits, None))
+                else:
+                    entries = await mc.read(scope.app, scope.user, READ_LIMIT, metadata_filter=flt)
+                    results.append(self.search_items(scope, op, None, entries))
+            elif isinstance(op, ListNamespacesOp):
+                scope = self.list_scope(op)
+                entries = await mc.read(scope.app, scope.user, READ_LIMIT, metadata_filter=self.prefix_filter(()))
+                results.append(self.namespaces(scope, op, entries))
+            else:
+                raise TypeError(f"unknown store operation {type(op).__name__}")
+        return results

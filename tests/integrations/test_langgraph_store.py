@@ -1,0 +1,158 @@
+"""MemclusterStore against a live memcluster: every BaseStore method sync and async, put-by-key
+replaces, namespace-prefix and value-field filters, scores, list_namespaces, errors never empty."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from langgraph.store.base import BaseStore, InvalidNamespaceError, Item, SearchItem
+
+from memclient import AsyncMemoryClient, InvalidRequest, MemoryClient, Unavailable
+from memclient.integrations.langgraph import MemclusterStore
+from tests.serve_apps.conftest import Served
+
+
+@pytest.fixture
+def store(memcluster: Served) -> Iterator[MemclusterStore]:
+    s = MemclusterStore.connect(memcluster.url, app="lg-app")
+    yield s
+    s.close()
+
+
+def test_is_a_langgraph_store(store: MemclusterStore) -> None:
+    assert isinstance(store, BaseStore) and store.supports_ttl is False
+
+
+def test_put_get_replace_delete(store: MemclusterStore) -> None:
+    ns = ("u-crud", "prefs")
+    assert store.get(ns, "drink") is None
+    store.put(ns, "drink", {"text": "green tea", "strength": 2})
+    item = store.get(ns, "drink")
+    assert isinstance(item, Item)
+    assert (item.namespace, item.key, item.value) == (ns, "drink", {"text": "green tea", "strength": 2})
+    store.put(ns, "drink", {"text": "black coffee"})
+    again = store.get(ns, "drink")
+    assert again is not None and again.value == {"text": "black coffee"}
+    assert again.created_at == item.created_at and again.updated_at >= item.updated_at
+    assert [i.key for i in store.search(ns)] == ["drink"]  # replaced, not added
+    # the same key in another namespace is another item
+    store.put(("u-crud", "other"), "drink", {"text": "water"})
+    assert store.get(ns, "drink").value == {"text": "black coffee"}  # type: ignore[union-attr]
+    store.delete(ns, "drink")
+    assert store.get(ns, "drink") is None
+    assert store.get(("u-crud", "other"), "drink") is not None
+    store.delete(ns, "never-there")  # deleting a missing item is a no-op, as in LangGraph
+
+
+def test_search_query_scores_prefix_and_filter(store: MemclusterStore) -> None:
+    store.put(("u-s", "food"), "a", {"text": "Alice is allergic to peanuts", "kind": "health"})
+    store.put(("u-s", "food", "likes"), "b", {"text": "Alice loves pizza margherita", "kind": "taste"})
+    store.put(("u-s", "travel"), "c", {"text": "Alice flies to Lisbon in May", "kind": "plan"})
+    hits = store.search(("u-s",), query="peanuts allergy")
+    assert hits and isinstance(hits[0], SearchItem) and hits[0].key == "a"
+    assert all(isinstance(h.score, float) for h in hits)
+    assert hits[0].score >= hits[-1].score  # type: ignore[operator]
+    # namespace prefix: ("u-s", "food") covers food and food/likes, not travel
+    assert {h.key for h in store.search(("u-s", "food"), query="Alice")} == {"a", "b"}
+    assert {h.key for h in store.search(("u-s", "food", "likes"))} == {"b"}
+    # equality filter on value fields, with and without a query
+    assert [h.key for h in store.search(("u-s",), filter={"kind": "plan"})] == ["c"]
+    assert [h.key for h in store.search(("u-s",), query="Alice", filter={"kind": {"$eq": "taste"}})] == ["b"]
+    assert {h.key for h in store.search(("u-s",), filter={"kind": {"$ne": "plan"}})} == {"a", "b"}
+    assert len(store.search(("u-s",), limit=2)) == 2
+    assert len(store.search(("u-s",), limit=2, offset=2)) == 1
+    with pytest.raises(ValueError, match=r"\$gt"):
+        store.search(("u-s",), filter={"kind": {"$gt": 1}})
+
+
+def test_index_fields_choose_what_search_ranks(memcluster: Served, store: MemclusterStore) -> None:
+    store.put(("u-idx",), "k", {"title": "quarterly report", "body": "zebra"}, index=["title"])
+    store.put(("u-idx",), "all", {"title": "minutes", "body": "giraffe"})
+    assert store.search(("u-idx",), query="quarterly report")[0].key == "k"
+    with MemoryClient(memcluster.url) as mc:
+        texts = {e.metadata["lg_key"]: e.text for e in mc.read("lg-app", "u-idx")}
+    assert texts == {"k": "quarterly report", "all": "title: minutes\nbody: giraffe"}
+
+
+def test_users_and_apps_are_isolated(memcluster: Served, store: MemclusterStore) -> None:
+    store.put(("u-iso-1", "notes"), "n", {"text": "the vault code is 4711"})
+    assert store.search(("u-iso-2",), query="vault code") == []
+    assert store.get(("u-iso-2", "notes"), "n") is None
+    other_app = MemclusterStore.connect(memcluster.url, app="lg-other")
+    try:
+        assert other_app.search(("u-iso-1",), query="vault code") == []
+    finally:
+        other_app.close()
+    # without a fixed app the namespace starts with the app
+    free = MemclusterStore(MemoryClient(memcluster.url))
+    try:
+        assert free.get(("lg-app", "u-iso-1", "notes"), "n") is not None
+        with pytest.raises(InvalidNamespaceError):
+            free.get(("only-app",), "n")
+    finally:
+        free.close()
+
+
+def test_list_namespaces(store: MemclusterStore) -> None:
+    for ns in [("u-ls", "a"), ("u-ls", "a", "x"), ("u-ls", "b", "draft")]:
+        store.put(ns, "k", {"text": "t"})
+    assert store.list_namespaces(prefix=("u-ls",)) == [("u-ls", "a"), ("u-ls", "a", "x"), ("u-ls", "b", "draft")]
+    assert store.list_namespaces(prefix=("u-ls",), suffix=("draft",)) == [("u-ls", "b", "draft")]
+    assert store.list_namespaces(prefix=("u-ls",), max_depth=2) == [("u-ls", "a"), ("u-ls", "b")]
+    assert store.list_namespaces(prefix=("u-ls", "a")) == [("u-ls", "a"), ("u-ls", "a", "x")]
+    with pytest.raises(ValueError, match="app and user"):
+        store.list_namespaces()
+
+
+def test_ttl_is_rejected_clearly(store: MemclusterStore) -> None:
+    with pytest.raises(NotImplementedError):
+        store.put(("u-ttl",), "k", {"text": "t"}, ttl=5)
+
+
+def test_errors_are_raised_not_empty(memcluster: Served) -> None:
+    s = MemclusterStore.connect(memcluster.url, app="lg-app")
+    try:
+        with pytest.raises(InvalidRequest) as info:  # too large for memcluster's metadata limits
+            s.put(("u-err",), "big", {"text": "x" * 5000})
+        assert info.value.status == 422
+    finally:
+        s.close()
+
+    def failing(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(503, json={"error": "StoreError", "field": "store", "message": "down"})
+
+    broken = MemclusterStore(MemoryClient(transport=httpx.MockTransport(failing)), app="x")
+    with pytest.raises(Unavailable):
+        broken.search(("u",), query="anything")
+    with pytest.raises(Unavailable):
+        broken.get(("u",), "k")
+
+
+async def test_async_twins(memcluster: Served) -> None:
+    s = MemclusterStore(aclient=AsyncMemoryClient(memcluster.url), app="lg-app")
+    ns = ("u-async", "prefs")
+    await s.aput(ns, "color", {"text": "Alice's favourite colour is teal"})
+    got = await s.aget(ns, "color")
+    assert got is not None and got.value["text"].endswith("teal")
+    await s.aput(ns, "color", {"text": "Alice's favourite colour is now amber"})
+    hits = await s.asearch(("u-async",), query="favourite colour")
+    assert [h.key for h in hits] == ["color"] and "amber" in hits[0].value["text"]
+    assert await s.alist_namespaces(prefix=("u-async",)) == [ns]
+    await s.adelete(ns, "color")
+    assert await s.aget(ns, "color") is None
+    with pytest.raises(RuntimeError, match="sync"):
+        s.get(ns, "color")
+    await s.aclose()
+
+
+def test_sync_only_store_refuses_async_clearly(memcluster: Served) -> None:
+    s = MemclusterStore(MemoryClient(memcluster.url), app="lg-app")
+    import asyncio
+
+    with pytest.raises(RuntimeError, match="AsyncMemoryClient"):
+        asyncio.run(s.aget(("u",), "k"))
+    s.close()
+
+

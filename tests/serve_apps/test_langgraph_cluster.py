@@ -1,0 +1,38 @@
+"""The LangGraph graph of tests/integrations/test_langgraph_graph.py on the Ray cluster (Serve ingress,
+shard actors, API key): session 1 stores a fact through MemclusterStore, session 2 (a new thread) gets
+it back, a second user sees nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.integrations.test_langgraph_graph import two_sessions
+
+pytestmark = pytest.mark.ray
+
+
+@pytest.fixture(scope="module")
+def ray_memcluster(serve_port: int, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    import ray
+    from ray import serve
+
+    from actors.router import actor_name
+    from serve_apps.builder import build_app
+    from tests.serve_apps.test_cluster import _wait_ready
+
+    app, key, namespace, prefix = "lg-graph", "lg-graph-key-0123456789", "memcluster-lg-test", "/lg"
+    settings = {"data_dir": str(tmp_path_factory.mktemp("lg-ray")), "shards": 2, "namespace": namespace,
+                "embedder": {"kind": "hashing", "dim": 256}, "api_keys": {app: key}}
+    serve.run(build_app({"settings": settings}), name="memlg", route_prefix=prefix)
+    base = f"http://127.0.0.1:{serve_port}{prefix}"
+    _wait_ready(base)
+    yield {"base": base, "key": key}
+    serve.delete("memlg")
+    for k in range(2):
+        ray.kill(ray.get_actor(actor_name(k), namespace=namespace))
+
+
+def test_two_sessions_on_the_ray_cluster(ray_memcluster: dict[str, str]) -> None:
+    two_sessions(ray_memcluster["base"], ray_memcluster["key"])
