@@ -21,8 +21,12 @@ generation. The steps, each one call on the shard:
 4. :meth:`Generations.abort` (a failed run) closes and deletes the staging generation;
    :meth:`Generations.drop` deletes an old one. Neither touches the serving generation.
 
-Not replayed at the switch: hard deletes made during the build (soft deletes are: tombstones
-are entries).
+Deletions and erasures during the build are applied to the staging generation as well (and to
+retired generations on disk, see :meth:`Generations.others`); the turns they removed or hid are
+remembered, and at the switch every staging entry made from one of them is dropped, so a
+re-extraction never brings back what was deleted before or during it (the replay reads only
+visible turns). :meth:`Generations.compact` rewrites every generation's stores without what was
+deleted (see :mod:`actors.erasure`).
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from typing import Any
 
 from actors.archive import SqliteArchive
 from actors.current import CurrentService
+from actors.erasure import gone_ids, prune_derived
 from memcore import factory, layout
 from memcore.errors import ValidationError
 from memcore.extraction.events import Event, cursor_of
@@ -59,6 +64,8 @@ class _Staging:
     started_at: datetime
     chosen: set[UserKey]
     covered: dict[UserKey, set[str]] = field(default_factory=dict)
+    gone: dict[UserKey, set[str]] = field(default_factory=dict)
+    """Turns hidden, removed or erased during the build, per user (their entries are dropped at the switch)."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -173,6 +180,9 @@ class Generations:
             with self._freeze():
                 old = self.served.get()
                 caught_up = self._catch_up(old, staging) if staging else 0
+                if staging:
+                    for key, gone in staging.gone.items():
+                        prune_derived(staging.service, key, gone | gone_ids(self.archive, key))
                 factory.set_current_generation(self.settings, self.shard, generation)
                 self.served.replace(target)
                 previous, self.current = self.current, generation
@@ -192,6 +202,65 @@ class Generations:
             return not set(e.provenance) <= staging.covered.get(e.key, set())
 
         return self._copy(old, staging.service, wanted)
+
+    # ------------------------------------------------------------------ erasure
+    def others(self) -> list[MemoryService]:
+        """Every generation's service but the serving one: the staging one, and each retired generation
+        on disk (opened when needed and kept open). Called inside the user's write turn."""
+        with self._lock:
+            out = [self.staging.service] if self.staging is not None else []
+            staging = self.staging.generation if self.staging is not None else None
+            for generation in layout.generations_on_disk(self.settings, self.shard):
+                if generation in (self.current, staging):
+                    continue
+                if generation not in self.retired:
+                    self.retired[generation] = self._build(generation)
+                out.append(self.retired[generation])
+            return out
+
+    def note_gone(self, key: UserKey, gone: set[str]) -> None:
+        """Turns of ``key`` hidden, removed or erased now: drop the staging entries made from them, now
+        (what was replayed already) and at the switch (what a replay still running writes)."""
+        with self._lock:
+            staging = self.staging
+        if staging is None or not gone:
+            return
+        with staging.lock:
+            staging.gone.setdefault(key, set()).update(gone)
+        prune_derived(staging.service, key, gone)
+
+    def compact(self, embedded: bool) -> dict[str, Any]:
+        """Rewrite every generation's stores without deleted data (writes frozen): embedded vector stores
+        are copied point by point into fresh directories (:func:`memcore.stores.qdrant_edge.compact_dir`),
+        keyword indexes rebuilt from scratch. Skipped while a re-extraction builds a generation."""
+        from memcore.stores.qdrant_edge import compact_dir
+
+        with self._lock:
+            if self.staging is not None:
+                return {"shard": self.shard, "skipped": f"generation {self.staging.generation} is being built"}
+            t0 = time.monotonic()
+            with self._freeze():
+                served = self.served.get()
+                embedder = served.embedder
+                for service in [served, *self.retired.values()]:
+                    _close(service)
+                self.retired.clear()
+                points = 0
+                generations = sorted(set(layout.generations_on_disk(self.settings, self.shard)) | {self.current})
+                for generation in generations:
+                    base = layout.generation_dir(self.settings, self.shard, generation)
+                    if embedded:
+                        points += compact_dir(base / "vectors", embedder.dim)
+                    shutil.rmtree(base / "keywords", ignore_errors=True)
+                    service = factory.build_service(self.settings, self.shard, embedder, generation=generation)
+                    service.keywords.rebuild(layout.owned(self.settings, self.shard,
+                                                          service.vectors.scroll(None, include_deleted=False)))
+                    if generation == self.current:
+                        self.served.replace(service)
+                    else:
+                        self.retired[generation] = service
+            return {"shard": self.shard, "generations": generations, "points": points,
+                    "vectors_rebuilt": embedded, "frozen_s": round(time.monotonic() - t0, 4)}
 
     # ------------------------------------------------------------------ cleanup
     def abort(self, generation: int) -> dict[str, Any]:

@@ -144,9 +144,10 @@ def build_vector_store(settings: Settings, shard: int, dim: int, generation: int
             dim=dim,
             layout=vs.collection_layout(),
         )
-    from memcore.stores.qdrant_edge import QdrantEdgeStore
+    from memcore.stores.qdrant_edge import QdrantEdgeStore, recover_compaction
 
     path = generation_dir(settings, shard, generation) / "vectors"
+    recover_compaction(path)
     path.mkdir(parents=True, exist_ok=True)
     return QdrantEdgeStore(path, dim)
 
