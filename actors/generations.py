@@ -245,20 +245,28 @@ class Generations:
                 for service in [served, *self.retired.values()]:
                     _close(service)
                 self.retired.clear()
-                points = 0
+                points, replaced = 0, False
                 generations = sorted(set(layout.generations_on_disk(self.settings, self.shard)) | {self.current})
-                for generation in generations:
-                    base = layout.generation_dir(self.settings, self.shard, generation)
-                    if embedded:
-                        points += compact_dir(base / "vectors", embedder.dim)
-                    shutil.rmtree(base / "keywords", ignore_errors=True)
-                    service = factory.build_service(self.settings, self.shard, embedder, generation=generation)
-                    service.keywords.rebuild(layout.owned(self.settings, self.shard,
-                                                          service.vectors.scroll(None, include_deleted=False)))
-                    if generation == self.current:
+                try:
+                    for generation in generations:
+                        base = layout.generation_dir(self.settings, self.shard, generation)
+                        if embedded:
+                            points += compact_dir(base / "vectors", embedder.dim)
+                        shutil.rmtree(base / "keywords", ignore_errors=True)
+                        service = factory.build_service(self.settings, self.shard, embedder, generation=generation)
+                        service.keywords.rebuild(layout.owned(self.settings, self.shard,
+                                                              service.vectors.scroll(None, include_deleted=False)))
+                        if generation == self.current:
+                            self.served.replace(service)
+                            replaced = True
+                        else:
+                            self.retired[generation] = service
+                finally:
+                    if not replaced:  # a failure before the serving generation reopened: serve it again
+                        service = factory.build_service(self.settings, self.shard, embedder, generation=self.current)
+                        service.keywords.rebuild(layout.owned(self.settings, self.shard,
+                                                              service.vectors.scroll(None, include_deleted=False)))
                         self.served.replace(service)
-                    else:
-                        self.retired[generation] = service
             return {"shard": self.shard, "generations": generations, "points": points,
                     "vectors_rebuilt": embedded, "frozen_s": round(time.monotonic() - t0, 4)}
 

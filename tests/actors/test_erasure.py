@@ -229,3 +229,32 @@ def test_an_archive_without_the_hidden_column_is_migrated(tmp_path: Path) -> Non
         assert archive.visible(ANN, ["e1"]) == {"e1"}
     finally:
         archive.close()
+
+
+def test_server_mode_compaction_rebuilds_keywords_and_archive(tmp_path: Path, hashing_embedder: Any) -> None:
+    """With the Qdrant server backend the server vacuums its own segments; the shard rewrites what it keeps
+    on its disk (keyword index, archive), and forget removes the user's points from the shared collection."""
+    from qdrant_client import QdrantClient
+
+    from memcore import factory
+
+    url = "http://erasure-test-qdrant:6333"
+    client = QdrantClient(":memory:")
+    factory.share_qdrant_client(url, client)
+    settings = Settings(data_dir=tmp_path, shards=1, embedder={"kind": "hashing", "dim": 64},
+                        vector_store={"backend": "server", "url": url, "collection": "erasure"})
+    core = ShardCore(settings, 0, hashing_embedder, start_workers=False)
+    try:
+        marker = "zqxservermarker"
+        plant(core, ANN, marker)
+        core.add(BOB, {"text": "Bob plays chess"})
+        assert core.forget(ANN).value["entries"] == 3
+        result = core.compact()
+        assert result["vectors_rebuilt"] is False and result["generations"] == [1]
+        assert visible_anywhere(core, ANN, marker) == []
+        assert files_containing(tmp_path, marker) == []
+        assert [h.entry.text for h in core.search(BOB, {"query": "chess"})] == ["Bob plays chess"]
+    finally:
+        core.close()
+        factory.share_qdrant_client(url, None)
+        client.close()
