@@ -8,7 +8,9 @@ process and a power loss). Pure Python (stdlib ``sqlite3``), no Ray. Tables:
   looks at them, recall returns turns. Insert is idempotent by (app, user, session, event id);
   a resent event keeps its first version. Each turn has an arrival number ``seq`` (shard-wide,
   increasing, never reused: ``counters``) and an ``extracted`` flag: the delta of a session is
-  its turns not extracted yet, in arrival order, whatever their timestamps say. ``events_fts`` is an FTS5 index over
+  its turns not extracted yet, in arrival order, whatever their timestamps say. ``hidden``: 0 visible,
+  1 hidden by a soft delete, 2 removed (text blanked) by a hard delete or a clear; only visible turns
+  are read by recall, extraction and re-extraction (:mod:`actors.erasure`). ``events_fts`` is an FTS5 index over
   :func:`memcore.text.tokenize` tokens (CJK characters included) with a per-user scope token,
   ranked by BM25, for session recall.
 - ``sessions``: the seeds' cursor ``last_extract_at`` (the newest extracted turn's time, for
@@ -18,7 +20,8 @@ process and a power loss). Pure Python (stdlib ``sqlite3``), no Ray. Tables:
   delta bound ``upto_seq``, result JSON, reason), numbered in ingest order (``seq``).
 - ``access``: last read time of entries, for the TTL's optional refresh on access.
 
-One connection serialised by a lock; every method is one short transaction.
+One connection serialised by a lock; every method is one short transaction. ``secure_delete`` is on:
+deleted rows are overwritten, and a compaction (:func:`actors.erasure.compact_archive`) vacuums the file.
 """
 
 from __future__ import annotations
