@@ -90,6 +90,9 @@ class Generations:
         self.staging: _Staging | None = None
         self.retired: dict[int, MemoryService] = {}
         self._lock = threading.Lock()
+        self._state = threading.Lock()
+        """Guards ``staging`` and ``retired`` only, held briefly and never while waiting for the writes
+        gate: writers take it (:meth:`others`) while :meth:`switch` holds ``_lock`` and waits for them."""
         self._extractors: dict[str, Extractor] = {}
 
     def _build(self, generation: int) -> MemoryService:
@@ -117,7 +120,8 @@ class Generations:
             self._wipe(generation)
             service = self._build(generation)
             chosen = set(self.archive.users(apps, users))
-            self.staging = _Staging(generation, service, now_utc(), chosen)
+            with self._state:
+                self.staging = _Staging(generation, service, now_utc(), chosen)
         try:
             copied = self._copy(self.served.get(), service, lambda e: e.key not in chosen or not e.provenance)
         except BaseException:
@@ -173,7 +177,8 @@ class Generations:
             staging = self.staging if self.staging and self.staging.generation == generation else None
             if staging is None and generation not in layout.generations_on_disk(self.settings, self.shard):
                 raise ValidationError(f"shard {self.shard} has no generation {generation}", field="generation")
-            target = staging.service if staging else self.retired.pop(generation, None)
+            with self._state:
+                target = staging.service if staging else self.retired.pop(generation, None)
             if target is None:
                 target = self._build(generation)
             t0 = time.monotonic()
@@ -186,8 +191,9 @@ class Generations:
                 factory.set_current_generation(self.settings, self.shard, generation)
                 self.served.replace(target)
                 previous, self.current = self.current, generation
-                self.retired[previous] = old
-                self.staging = None
+                with self._state:
+                    self.retired[previous] = old
+                    self.staging = None
             return {"shard": self.shard, "from": previous, "to": generation, "caught_up": caught_up,
                     "frozen_s": round(time.monotonic() - t0, 4)}
 
@@ -207,7 +213,7 @@ class Generations:
     def others(self) -> list[MemoryService]:
         """Every generation's service but the serving one: the staging one, and each retired generation
         on disk (opened when needed and kept open). Called inside the user's write turn."""
-        with self._lock:
+        with self._state:
             out = [self.staging.service] if self.staging is not None else []
             staging = self.staging.generation if self.staging is not None else None
             for generation in layout.generations_on_disk(self.settings, self.shard):
@@ -221,7 +227,7 @@ class Generations:
     def note_gone(self, key: UserKey, gone: set[str]) -> None:
         """Turns of ``key`` hidden, removed or erased now: drop the staging entries made from them, now
         (what was replayed already) and at the switch (what a replay still running writes)."""
-        with self._lock:
+        with self._state:
             staging = self.staging
         if staging is None or not gone:
             return
@@ -239,7 +245,7 @@ class Generations:
             if self.staging is not None:
                 return {"shard": self.shard, "skipped": f"generation {self.staging.generation} is being built"}
             t0 = time.monotonic()
-            with self._freeze():
+            with self._freeze(), self._state:  # no writer holds ``_state`` once the gate is closed
                 served = self.served.get()
                 embedder = served.embedder
                 for service in [served, *self.retired.values()]:
@@ -276,7 +282,8 @@ class Generations:
         with self._lock:
             staging = self.staging if self.staging and self.staging.generation == generation else None
             if staging is not None:
-                self.staging = None
+                with self._state:
+                    self.staging = None
                 _close(staging.service)
             if generation == self.current or generation in self.retired:
                 return {"shard": self.shard, "generation": generation, "removed": False}
@@ -291,15 +298,16 @@ class Generations:
                                       field="generation")
             if self.staging is not None and self.staging.generation == generation:
                 raise ValidationError(f"generation {generation} is being built", field="generation")
-            service = self.retired.pop(generation, None)
-            if service is not None:
-                _close(service)
-            existed = generation in layout.generations_on_disk(self.settings, self.shard)
-            self._wipe(generation)
+            with self._state:
+                service = self.retired.pop(generation, None)
+                if service is not None:
+                    _close(service)
+                existed = generation in layout.generations_on_disk(self.settings, self.shard)
+                self._wipe(generation)
             return {"shard": self.shard, "generation": generation, "removed": existed}
 
     def close(self) -> None:
-        with self._lock:
+        with self._lock, self._state:
             if self.staging is not None:
                 _close(self.staging.service)
                 self.staging = None

@@ -258,3 +258,37 @@ def test_server_mode_compaction_rebuilds_keywords_and_archive(tmp_path: Path, ha
         core.close()
         factory.share_qdrant_client(url, None)
         client.close()
+
+
+def test_deletes_racing_a_switch_and_a_compaction_finish(core: ShardCore) -> None:
+    """A delete holds the user's write turn and then reaches the other generations; a switch and a
+    compaction hold the generation lock and wait for the writes gate: neither may wait for the other."""
+    import threading
+
+    core.add_many(ANN, [{"text": f"fact number {i}"} for i in range(60)])
+    core.begin_generation(2, ["app"], [])
+    ids = [e.id for e in core.read(ANN)]
+    errors: list[BaseException] = []
+
+    def deleter() -> None:
+        try:
+            for entry_id in ids:
+                core.delete(ANN, entry_id, hard=True)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    def switcher() -> None:
+        try:
+            core.switch_generation(2)
+            core.compact()
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    workers = [threading.Thread(target=deleter, daemon=True), threading.Thread(target=switcher, daemon=True)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(60)
+    assert not any(w.is_alive() for w in workers), "deadlock"
+    assert errors == []
+    assert core.read(ANN) == []
