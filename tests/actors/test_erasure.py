@@ -292,3 +292,14 @@ def test_deletes_racing_a_switch_and_a_compaction_finish(core: ShardCore) -> Non
     assert not any(w.is_alive() for w in workers), "deadlock"
     assert errors == []
     assert core.read(ANN) == []
+
+
+def test_the_maintenance_sweep_compacts_after_an_erasure_once(core: ShardCore, settings: Settings) -> None:
+    marker = "zqxsweepmarker"
+    plant(core, ANN, marker)
+    assert core.maintenance.run_once()["compacted"] is False  # nothing erased: no compaction
+    core.forget(ANN)
+    assert files_containing(Path(settings.data_dir), marker)
+    assert core.maintenance.run_once()["compacted"] is True
+    assert files_containing(Path(settings.data_dir), marker) == []
+    assert core.maintenance.run_once()["compacted"] is False
