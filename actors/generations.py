@@ -236,45 +236,62 @@ class Generations:
         prune_derived(staging.service, key, gone)
 
     def compact(self, embedded: bool) -> dict[str, Any]:
-        """Rewrite every generation's stores without deleted data (writes frozen): embedded vector stores
-        are copied point by point into fresh directories (:func:`memcore.stores.qdrant_edge.compact_dir`),
-        keyword indexes rebuilt from scratch. Skipped while a re-extraction builds a generation."""
-        from memcore.stores.qdrant_edge import compact_dir
-
+        """Rewrite every generation's stores without deleted data, writes frozen: embedded vector stores are
+        copied point by point into fresh directories (:mod:`memcore.stores.qdrant_edge`), keyword indexes
+        rebuilt into fresh ones. The serving generation is copied while it still serves reads, then
+        closed, swapped and reopened (a read in that moment may fail: 503, retry). Skipped while a
+        re-extraction builds a generation."""
         with self._lock:
             if self.staging is not None:
                 return {"shard": self.shard, "skipped": f"generation {self.staging.generation} is being built"}
             t0 = time.monotonic()
             with self._freeze(), self._state:  # no writer holds ``_state`` once the gate is closed
-                served = self.served.get()
-                embedder = served.embedder
-                for service in [served, *self.retired.values()]:
+                points = self._compact_serving(embedded)
+                for service in self.retired.values():
                     _close(service)
                 self.retired.clear()
-                points, replaced = 0, False
                 generations = sorted(set(layout.generations_on_disk(self.settings, self.shard)) | {self.current})
-                try:
-                    for generation in generations:
-                        base = layout.generation_dir(self.settings, self.shard, generation)
-                        if embedded:
-                            points += compact_dir(base / "vectors", embedder.dim)
-                        shutil.rmtree(base / "keywords", ignore_errors=True)
-                        service = factory.build_service(self.settings, self.shard, embedder, generation=generation)
-                        service.keywords.rebuild(layout.owned(self.settings, self.shard,
-                                                              service.vectors.scroll(None, include_deleted=False)))
-                        if generation == self.current:
-                            self.served.replace(service)
-                            replaced = True
-                        else:
-                            self.retired[generation] = service
-                finally:
-                    if not replaced:  # a failure before the serving generation reopened: serve it again
-                        service = factory.build_service(self.settings, self.shard, embedder, generation=self.current)
-                        service.keywords.rebuild(layout.owned(self.settings, self.shard,
-                                                              service.vectors.scroll(None, include_deleted=False)))
-                        self.served.replace(service)
+                for generation in generations:
+                    if generation != self.current:
+                        points += self._compact_closed(generation, embedded)
             return {"shard": self.shard, "generations": generations, "points": points,
                     "vectors_rebuilt": embedded, "frozen_s": round(time.monotonic() - t0, 4)}
+
+    def _compact_serving(self, embedded: bool) -> int:
+        from memcore.stores import qdrant_edge
+
+        served = self.served.get()
+        base = layout.generation_dir(self.settings, self.shard, self.current)
+        points = 0
+        if embedded:
+            points = qdrant_edge.write_fresh(base / "vectors", served.embedder.dim,
+                                             _pages(served))
+        factory.write_fresh_keywords(self.settings, self.shard, self.current, layout.owned(
+            self.settings, self.shard, served.vectors.scroll(None, include_deleted=False)))
+        _close(served)
+        try:
+            if embedded:
+                qdrant_edge.swap_in(base / "vectors")
+            factory.swap_in_keywords(self.settings, self.shard, self.current)
+        finally:  # serve again, compacted or (a failure) as it was; a lost keyword index is rebuilt below
+            service = factory.build_service(self.settings, self.shard, served.embedder, generation=self.current)
+            if service.keywords.count() != layout.owned_entries_count(service.vectors, self.settings, self.shard):
+                service.keywords.rebuild(layout.owned(self.settings, self.shard,
+                                                      service.vectors.scroll(None, include_deleted=False)))
+            self.served.replace(service)
+        return points
+
+    def _compact_closed(self, generation: int, embedded: bool) -> int:
+        from memcore.stores.qdrant_edge import compact_dir
+
+        base = layout.generation_dir(self.settings, self.shard, generation)
+        points = compact_dir(base / "vectors", self.served.get().embedder.dim) if embedded else 0
+        shutil.rmtree(base / "keywords", ignore_errors=True)
+        service = self._build(generation)
+        service.keywords.rebuild(layout.owned(self.settings, self.shard,
+                                              service.vectors.scroll(None, include_deleted=False)))
+        self.retired[generation] = service
+        return points
 
     # ------------------------------------------------------------------ cleanup
     def abort(self, generation: int) -> dict[str, Any]:
