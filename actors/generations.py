@@ -35,7 +35,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -90,7 +90,7 @@ class Generations:
         self.staging: _Staging | None = None
         self.retired: dict[int, MemoryService] = {}
         self._lock = threading.Lock()
-        self._state = threading.Lock()
+        self._state = threading.RLock()
         """Guards ``staging`` and ``retired`` only, held briefly and never while waiting for the writes
         gate: writers take it (:meth:`others`) while :meth:`switch` holds ``_lock`` and waits for them."""
         self._extractors: dict[str, Extractor] = {}
@@ -117,10 +117,10 @@ class Generations:
             if self.staging is not None:
                 raise ValidationError(f"shard {self.shard} is already building generation "
                                       f"{self.staging.generation}", field="generation")
-            self._wipe(generation)
-            service = self._build(generation)
             chosen = set(self.archive.users(apps, users))
-            with self._state:
+            with self._state:  # :meth:`others` must not open the directory as a retired generation meanwhile
+                self._wipe(generation)
+                service = self._build(generation)
                 self.staging = _Staging(generation, service, now_utc(), chosen)
         try:
             copied = self._copy(self.served.get(), service, lambda e: e.key not in chosen or not e.provenance)
@@ -210,9 +210,11 @@ class Generations:
         return self._copy(old, staging.service, wanted)
 
     # ------------------------------------------------------------------ erasure
-    def others(self) -> list[MemoryService]:
+    @contextmanager
+    def others(self) -> Iterator[list[MemoryService]]:
         """Every generation's service but the serving one: the staging one, and each retired generation
-        on disk (opened when needed and kept open). Called inside the user's write turn."""
+        on disk (opened when needed and kept open), held for the ``with`` block (no abort, drop or
+        switch closes one meanwhile). Used inside the user's write turn."""
         with self._state:
             out = [self.staging.service] if self.staging is not None else []
             staging = self.staging.generation if self.staging is not None else None
@@ -222,7 +224,7 @@ class Generations:
                 if generation not in self.retired:
                     self.retired[generation] = self._build(generation)
                 out.append(self.retired[generation])
-            return out
+            yield out
 
     def note_gone(self, key: UserKey, gone: set[str]) -> None:
         """Turns of ``key`` hidden, removed or erased now: drop the staging entries made from them, now
@@ -298,13 +300,13 @@ class Generations:
         """Close and delete staging ``generation`` (a failed run); the serving generation is untouched."""
         with self._lock:
             staging = self.staging if self.staging and self.staging.generation == generation else None
-            if staging is not None:
-                with self._state:
+            with self._state:  # closed and wiped before :meth:`others` could open it as a retired one
+                if staging is not None:
                     self.staging = None
-                _close(staging.service)
-            if generation == self.current or generation in self.retired:
-                return {"shard": self.shard, "generation": generation, "removed": False}
-            self._wipe(generation)
+                    _close(staging.service)
+                if generation == self.current or generation in self.retired:
+                    return {"shard": self.shard, "generation": generation, "removed": False}
+                self._wipe(generation)
             return {"shard": self.shard, "generation": generation, "removed": True}
 
     def drop(self, generation: int) -> dict[str, Any]:

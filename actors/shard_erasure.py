@@ -54,9 +54,10 @@ class ShardErasure:
         service.delete(key, entry_id, hard=hard)
         gone = erasure.orphaned_sources([src], service.vectors.scroll(key, include_deleted=False),
                                         purge=purge_sources)
-        for other in self.generations.others():
-            erasure.retire_ids(other, key, [entry_id], hard=hard)
-            erasure.prune_derived(other, key, gone)
+        with self.generations.others() as others:
+            for other in others:
+                erasure.retire_ids(other, key, [entry_id], hard=hard)
+                erasure.prune_derived(other, key, gone)
         return {"entries": 1, "events": self._sources(key, gone, hard)}
 
     def clear(self, key: UserKey, hard: bool | None, purge_sources: bool = False) -> dict[str, int]:
@@ -69,9 +70,10 @@ class ShardErasure:
         gone = erasure.orphaned_sources(removed, [], purge=True)
         if purge_sources:
             gone |= {e.id for e in self.archive.read(key)} | erasure.gone_ids(self.archive, key)
-        for other in self.generations.others():
-            other.clear(key, hard=hard)
-            erasure.prune_derived(other, key, gone)
+        with self.generations.others() as others:
+            for other in others:
+                other.clear(key, hard=hard)
+                erasure.prune_derived(other, key, gone)
         return {"entries": cleared, "events": self._sources(key, gone, hard)}
 
     def forget(self, key: UserKey) -> dict[str, Any]:
@@ -82,10 +84,11 @@ class ShardErasure:
         service.vectors.delete_user(key)
         service.keywords.delete_user(key)
         elsewhere = 0
-        for other in self.generations.others():
-            elsewhere += other.vectors.count(key, include_deleted=True)
-            other.vectors.delete_user(key)
-            other.keywords.delete_user(key)
+        with self.generations.others() as others:
+            for other in others:
+                elsewhere += other.vectors.count(key, include_deleted=True)
+                other.vectors.delete_user(key)
+                other.keywords.delete_user(key)
         rows = erasure.erase_user(self.archive, key)
         self.generations.note_gone(key, events)
         self.marker.touch()
