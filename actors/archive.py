@@ -8,7 +8,9 @@ process and a power loss). Pure Python (stdlib ``sqlite3``), no Ray. Tables:
   looks at them, recall returns turns. Insert is idempotent by (app, user, session, event id);
   a resent event keeps its first version. Each turn has an arrival number ``seq`` (shard-wide,
   increasing, never reused: ``counters``) and an ``extracted`` flag: the delta of a session is
-  its turns not extracted yet, in arrival order, whatever their timestamps say. ``events_fts`` is an FTS5 index over
+  its turns not extracted yet, in arrival order, whatever their timestamps say. ``hidden``: 0 visible,
+  1 hidden by a soft delete, 2 removed (text blanked) by a hard delete or a clear; only visible turns
+  are read by recall, extraction and re-extraction (:mod:`actors.erasure`). ``events_fts`` is an FTS5 index over
   :func:`memcore.text.tokenize` tokens (CJK characters included) with a per-user scope token,
   ranked by BM25, for session recall.
 - ``sessions``: the seeds' cursor ``last_extract_at`` (the newest extracted turn's time, for
@@ -18,7 +20,8 @@ process and a power loss). Pure Python (stdlib ``sqlite3``), no Ray. Tables:
   delta bound ``upto_seq``, result JSON, reason), numbered in ingest order (``seq``).
 - ``access``: last read time of entries, for the TTL's optional refresh on access.
 
-One connection serialised by a lock; every method is one short transaction.
+One connection serialised by a lock; every method is one short transaction. ``secure_delete`` is on:
+deleted rows are overwritten, and a compaction (:func:`actors.erasure.compact_archive`) vacuums the file.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -50,6 +53,7 @@ CREATE TABLE IF NOT EXISTS events (
     app TEXT NOT NULL, user TEXT NOT NULL, session TEXT NOT NULL, id TEXT NOT NULL,
     role TEXT NOT NULL, content TEXT NOT NULL, ts_us INTEGER NOT NULL,
     external_context INTEGER NOT NULL DEFAULT 0, seq INTEGER, extracted INTEGER NOT NULL DEFAULT 0,
+    hidden INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (app, user, session, id)
 );
 CREATE INDEX IF NOT EXISTS events_by_time ON events (app, user, session, ts_us);
@@ -163,6 +167,7 @@ class SqliteArchive:
         self._db = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None, timeout=30.0)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute(f"PRAGMA synchronous={synchronous}")
+        self._db.execute("PRAGMA secure_delete=ON")  # deleted rows are overwritten, not left in free pages
         self._migrate()
         self._db.executescript(_SCHEMA)
 
@@ -183,6 +188,8 @@ class SqliteArchive:
                 " CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);"
                 " INSERT OR REPLACE INTO counters VALUES ('event_seq', (SELECT coalesce(max(seq), 0) FROM events));"
                 " COMMIT;")
+        if events and "hidden" not in columns("events"):
+            self._db.execute("ALTER TABLE events ADD COLUMN hidden INTEGER NOT NULL DEFAULT 0")
         jobs = columns("jobs")
         if jobs and "upto_seq" not in jobs:
             self._db.execute("ALTER TABLE jobs ADD COLUMN upto_seq INTEGER")
@@ -201,6 +208,19 @@ class SqliteArchive:
     def _query(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self._lock:
             return list(self._db.execute(sql, tuple(args)).fetchall())
+
+    def transaction(self) -> AbstractContextManager[sqlite3.Connection]:
+        """One write transaction (for :mod:`actors.erasure`, which keeps the erasure SQL)."""
+        return self._tx()
+
+    def query(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        return self._query(sql, args)
+
+    def maintenance_sql(self, *statements: str) -> None:
+        """Run statements outside a transaction (VACUUM, checkpoints), under the connection's lock."""
+        with self._lock:
+            for sql in statements:
+                self._db.execute(sql).fetchall()
 
     def close(self) -> None:
         with self._lock:
@@ -238,7 +258,8 @@ class SqliteArchive:
         return new
 
     def read(self, key: UserKey, session: str | None = None) -> list[Event]:
-        sql = "SELECT id, role, content, ts_us, external_context FROM events WHERE app = ? AND user = ?"
+        sql = ("SELECT id, role, content, ts_us, external_context FROM events WHERE app = ? AND user = ?"
+               " AND hidden = 0")
         args: list[Any] = [key.app, key.user]
         if session is not None:
             sql += " AND session = ?"
@@ -260,7 +281,7 @@ class SqliteArchive:
         """The session's turns not extracted yet, in arrival order, as ``(seq, event)``; optionally only
         those after ``after_seq`` (what unfinished jobs cover) and up to ``upto_seq`` (a job's bound)."""
         sql = ("SELECT seq, id, role, content, ts_us, external_context FROM events WHERE app = ? AND user = ?"
-               " AND session = ? AND extracted = 0")
+               " AND session = ? AND extracted = 0 AND hidden = 0")
         args: list[Any] = [key.app, key.user, session]
         if after_seq is not None:
             sql += " AND seq > ?"
@@ -286,6 +307,18 @@ class SqliteArchive:
                 return int(db.execute(sql, args).rowcount)
             return sum(int(db.execute(sql + " AND id = ?", [*args, i]).rowcount) for i in dict.fromkeys(ids))
 
+    def visible(self, key: UserKey, ids: Sequence[str]) -> set[str]:
+        """Which of these event ids of ``key`` are archived and neither hidden nor removed."""
+        found: set[str] = set()
+        unique = list(dict.fromkeys(ids))
+        for i in range(0, len(unique), 500):
+            chunk = unique[i:i + 500]
+            marks = ", ".join("?" * len(chunk))
+            found |= {r[0] for r in self._query(
+                f"SELECT id FROM events WHERE app = ? AND user = ? AND hidden = 0 AND id IN ({marks})",
+                (key.app, key.user, *chunk))}
+        return found
+
     def sessions(self, key: UserKey) -> list[str]:
         return [r[0] for r in self._query(
             "SELECT session FROM sessions WHERE app = ? AND user = ? ORDER BY session", (key.app, key.user))]
@@ -293,7 +326,7 @@ class SqliteArchive:
     def sessions_in_order(self, key: UserKey) -> list[str]:
         """``key``'s sessions that hold archived turns, by their first turn's time (then id)."""
         return [r[0] for r in self._query(
-            "SELECT session, min(ts_us) AS first FROM events WHERE app = ? AND user = ?"
+            "SELECT session, min(ts_us) AS first FROM events WHERE app = ? AND user = ? AND hidden = 0"
             " GROUP BY session ORDER BY first, session", (key.app, key.user))]
 
     def users(self, apps: Sequence[str] = (), users: Sequence[str] = ()) -> list[UserKey]:
@@ -343,7 +376,7 @@ class SqliteArchive:
         match = f'scope : "{scope_token(key)}" AND tokens : ({terms})'
         sql = ("SELECT e.session, e.id, e.role, e.content, e.ts_us, bm25(events_fts, 0.0, 1.0) AS rank"
                " FROM events_fts JOIN events e ON e.rowid = events_fts.rowid"
-               " WHERE events_fts MATCH ? AND e.app = ? AND e.user = ?")
+               " WHERE events_fts MATCH ? AND e.app = ? AND e.user = ? AND e.hidden = 0")
         args: list[Any] = [match, key.app, key.user]
         if exclude_session is not None:
             sql += " AND e.session != ?"
@@ -372,6 +405,11 @@ class SqliteArchive:
                        " sync = max(sync, ?) WHERE id = ?", (time.time(), int(sync), job_id))
         return self.job(job_id)
 
+    def job_or(self, job: JobRecord) -> JobRecord:
+        """The stored state of ``job``, or ``job`` itself when its record is gone (its user was erased)."""
+        rows = self._query(_JOB_SELECT + " WHERE id = ?", (job.job_id,))
+        return _job(rows[0]) if rows else job
+
     def finish_job(self, job: JobRecord) -> JobRecord:
         """Store the final state of ``job`` (status, reason, result, cursor) and its finish time."""
         with self._tx() as db:
@@ -380,7 +418,7 @@ class SqliteArchive:
                 (job.status, time.time(), job.reason, _result(job), to_us(job.cursor) if job.cursor else None,
                  job.job_id),
             )
-        return self.job(job.job_id)
+        return self.job_or(job)
 
     def requeue_unfinished(self) -> list[JobRecord]:
         """Jobs a dead shard left queued or running, back to ``queued``, in ingest order."""

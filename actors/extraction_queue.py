@@ -49,7 +49,7 @@ from typing import Any, TypeVar, cast
 from actors.archive import JobRecord, SqliteArchive
 from actors.current import CurrentService
 from actors.queues import Ticket, UserQueues
-from memcore.errors import ExtractorError, MemoryServiceError
+from memcore.errors import ConflictError, ExtractorError, MemoryServiceError, NotFoundError
 from memcore.extraction import checkers
 from memcore.extraction.events import Event, ExtractionResult, Message, cursor_of, extractable, identify, parse_messages
 from memcore.extraction.factory import build_episode_stage, build_extractor
@@ -277,7 +277,10 @@ class ExtractionJobs:
             with self._count_lock:
                 self._running += 1
             stack.callback(self._finished_one)
-            job = self.archive.start_job(job.job_id, sync=sync)
+            try:
+                job = self.archive.start_job(job.job_id, sync=sync)
+            except NotFoundError:  # its user was erased while it waited: it finds nothing to extract
+                pass
             try:
                 job = self._execute(job, stack)
             except Exception as exc:
@@ -302,6 +305,9 @@ class ExtractionJobs:
         def write_turn() -> MemoryService:
             """The user's write turn (held to the end of the job), then the service current now."""
             stack.enter_context(self._writing(key))
+            if len(self.archive.visible(key, [e.id for e in todo])) < len({e.id for e in todo}):
+                raise ConflictError("the turns being extracted were erased or deleted meanwhile: nothing is "
+                                    "written", field="session")
             return self.current.get()
 
         deadline = _Deadline(self.timeout_s)

@@ -21,8 +21,12 @@ generation. The steps, each one call on the shard:
 4. :meth:`Generations.abort` (a failed run) closes and deletes the staging generation;
    :meth:`Generations.drop` deletes an old one. Neither touches the serving generation.
 
-Not replayed at the switch: hard deletes made during the build (soft deletes are: tombstones
-are entries).
+Deletions and erasures during the build are applied to the staging generation as well (and to
+retired generations on disk, see :meth:`Generations.others`); the turns they removed or hid are
+remembered, and at the switch every staging entry made from one of them is dropped, so a
+re-extraction never brings back what was deleted before or during it (the replay reads only
+visible turns). :meth:`Generations.compact` rewrites every generation's stores without what was
+deleted (see :mod:`actors.erasure`).
 """
 
 from __future__ import annotations
@@ -31,13 +35,14 @@ import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from actors.archive import SqliteArchive
 from actors.current import CurrentService
+from actors.erasure import gone_ids, prune_derived
 from memcore import factory, layout
 from memcore.errors import ValidationError
 from memcore.extraction.events import Event, cursor_of
@@ -59,6 +64,8 @@ class _Staging:
     started_at: datetime
     chosen: set[UserKey]
     covered: dict[UserKey, set[str]] = field(default_factory=dict)
+    gone: dict[UserKey, set[str]] = field(default_factory=dict)
+    """Turns hidden, removed or erased during the build, per user (their entries are dropped at the switch)."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -83,6 +90,9 @@ class Generations:
         self.staging: _Staging | None = None
         self.retired: dict[int, MemoryService] = {}
         self._lock = threading.Lock()
+        self._state = threading.RLock()
+        """Guards ``staging`` and ``retired`` only, held briefly and never while waiting for the writes
+        gate: writers take it (:meth:`others`) while :meth:`switch` holds ``_lock`` and waits for them."""
         self._extractors: dict[str, Extractor] = {}
 
     def _build(self, generation: int) -> MemoryService:
@@ -107,10 +117,11 @@ class Generations:
             if self.staging is not None:
                 raise ValidationError(f"shard {self.shard} is already building generation "
                                       f"{self.staging.generation}", field="generation")
-            self._wipe(generation)
-            service = self._build(generation)
             chosen = set(self.archive.users(apps, users))
-            self.staging = _Staging(generation, service, now_utc(), chosen)
+            with self._state:  # :meth:`others` must not open the directory as a retired generation meanwhile
+                self._wipe(generation)
+                service = self._build(generation)
+                self.staging = _Staging(generation, service, now_utc(), chosen)
         try:
             copied = self._copy(self.served.get(), service, lambda e: e.key not in chosen or not e.provenance)
         except BaseException:
@@ -166,18 +177,23 @@ class Generations:
             staging = self.staging if self.staging and self.staging.generation == generation else None
             if staging is None and generation not in layout.generations_on_disk(self.settings, self.shard):
                 raise ValidationError(f"shard {self.shard} has no generation {generation}", field="generation")
-            target = staging.service if staging else self.retired.pop(generation, None)
+            with self._state:
+                target = staging.service if staging else self.retired.pop(generation, None)
             if target is None:
                 target = self._build(generation)
             t0 = time.monotonic()
             with self._freeze():
                 old = self.served.get()
                 caught_up = self._catch_up(old, staging) if staging else 0
+                if staging:
+                    for key, gone in staging.gone.items():
+                        prune_derived(staging.service, key, gone | gone_ids(self.archive, key))
                 factory.set_current_generation(self.settings, self.shard, generation)
                 self.served.replace(target)
                 previous, self.current = self.current, generation
-                self.retired[previous] = old
-                self.staging = None
+                with self._state:
+                    self.retired[previous] = old
+                    self.staging = None
             return {"shard": self.shard, "from": previous, "to": generation, "caught_up": caught_up,
                     "frozen_s": round(time.monotonic() - t0, 4)}
 
@@ -193,17 +209,104 @@ class Generations:
 
         return self._copy(old, staging.service, wanted)
 
+    # ------------------------------------------------------------------ erasure
+    @contextmanager
+    def others(self) -> Iterator[list[MemoryService]]:
+        """Every generation's service but the serving one: the staging one, and each retired generation
+        on disk (opened when needed and kept open), held for the ``with`` block (no abort, drop or
+        switch closes one meanwhile). Used inside the user's write turn."""
+        with self._state:
+            out = [self.staging.service] if self.staging is not None else []
+            staging = self.staging.generation if self.staging is not None else None
+            for generation in layout.generations_on_disk(self.settings, self.shard):
+                if generation in (self.current, staging):
+                    continue
+                if generation not in self.retired:
+                    self.retired[generation] = self._build(generation)
+                out.append(self.retired[generation])
+            yield out
+
+    def note_gone(self, key: UserKey, gone: set[str]) -> None:
+        """Turns of ``key`` hidden, removed or erased now: drop the staging entries made from them, now
+        (what was replayed already) and at the switch (what a replay still running writes)."""
+        with self._state:
+            staging = self.staging
+        if staging is None or not gone:
+            return
+        with staging.lock:
+            staging.gone.setdefault(key, set()).update(gone)
+        prune_derived(staging.service, key, gone)
+
+    def compact(self, embedded: bool) -> dict[str, Any]:
+        """Rewrite every generation's stores without deleted data, writes frozen: embedded vector stores are
+        copied point by point into fresh directories (:mod:`memcore.stores.qdrant_edge`), keyword indexes
+        rebuilt into fresh ones. The serving generation is copied while it still serves reads, then
+        closed, swapped and reopened (a read in that moment may fail: 503, retry). Skipped while a
+        re-extraction builds a generation."""
+        with self._lock:
+            if self.staging is not None:
+                return {"shard": self.shard, "skipped": f"generation {self.staging.generation} is being built"}
+            t0 = time.monotonic()
+            with self._freeze(), self._state:  # no writer holds ``_state`` once the gate is closed
+                points = self._compact_serving(embedded)
+                for service in self.retired.values():
+                    _close(service)
+                self.retired.clear()
+                generations = sorted(set(layout.generations_on_disk(self.settings, self.shard)) | {self.current})
+                for generation in generations:
+                    if generation != self.current:
+                        points += self._compact_closed(generation, embedded)
+            return {"shard": self.shard, "generations": generations, "points": points,
+                    "vectors_rebuilt": embedded, "frozen_s": round(time.monotonic() - t0, 4)}
+
+    def _compact_serving(self, embedded: bool) -> int:
+        from memcore.stores import qdrant_edge
+
+        served = self.served.get()
+        base = layout.generation_dir(self.settings, self.shard, self.current)
+        points = 0
+        if embedded:
+            points = qdrant_edge.write_fresh(base / "vectors", served.embedder.dim,
+                                             _pages(served))
+        factory.write_fresh_keywords(self.settings, self.shard, self.current, layout.owned(
+            self.settings, self.shard, served.vectors.scroll(None, include_deleted=False)))
+        _close(served)
+        try:
+            if embedded:
+                qdrant_edge.swap_in(base / "vectors")
+            factory.swap_in_keywords(self.settings, self.shard, self.current)
+        finally:  # serve again, compacted or (a failure) as it was; a lost keyword index is rebuilt below
+            service = factory.build_service(self.settings, self.shard, served.embedder, generation=self.current)
+            if service.keywords.count() != layout.owned_entries_count(service.vectors, self.settings, self.shard):
+                service.keywords.rebuild(layout.owned(self.settings, self.shard,
+                                                      service.vectors.scroll(None, include_deleted=False)))
+            self.served.replace(service)
+        return points
+
+    def _compact_closed(self, generation: int, embedded: bool) -> int:
+        from memcore.stores.qdrant_edge import compact_dir
+
+        base = layout.generation_dir(self.settings, self.shard, generation)
+        points = compact_dir(base / "vectors", self.served.get().embedder.dim) if embedded else 0
+        shutil.rmtree(base / "keywords", ignore_errors=True)
+        service = self._build(generation)
+        service.keywords.rebuild(layout.owned(self.settings, self.shard,
+                                              service.vectors.scroll(None, include_deleted=False)))
+        self.retired[generation] = service
+        return points
+
     # ------------------------------------------------------------------ cleanup
     def abort(self, generation: int) -> dict[str, Any]:
         """Close and delete staging ``generation`` (a failed run); the serving generation is untouched."""
         with self._lock:
             staging = self.staging if self.staging and self.staging.generation == generation else None
-            if staging is not None:
-                self.staging = None
-                _close(staging.service)
-            if generation == self.current or generation in self.retired:
-                return {"shard": self.shard, "generation": generation, "removed": False}
-            self._wipe(generation)
+            with self._state:  # closed and wiped before :meth:`others` could open it as a retired one
+                if staging is not None:
+                    self.staging = None
+                    _close(staging.service)
+                if generation == self.current or generation in self.retired:
+                    return {"shard": self.shard, "generation": generation, "removed": False}
+                self._wipe(generation)
             return {"shard": self.shard, "generation": generation, "removed": True}
 
     def drop(self, generation: int) -> dict[str, Any]:
@@ -214,15 +317,16 @@ class Generations:
                                       field="generation")
             if self.staging is not None and self.staging.generation == generation:
                 raise ValidationError(f"generation {generation} is being built", field="generation")
-            service = self.retired.pop(generation, None)
-            if service is not None:
-                _close(service)
-            existed = generation in layout.generations_on_disk(self.settings, self.shard)
-            self._wipe(generation)
+            with self._state:
+                service = self.retired.pop(generation, None)
+                if service is not None:
+                    _close(service)
+                existed = generation in layout.generations_on_disk(self.settings, self.shard)
+                self._wipe(generation)
             return {"shard": self.shard, "generation": generation, "removed": existed}
 
     def close(self) -> None:
-        with self._lock:
+        with self._lock, self._state:
             if self.staging is not None:
                 _close(self.staging.service)
                 self.staging = None

@@ -1,4 +1,5 @@
-"""Periodic upkeep of one shard: TTL expiry of memories and pruning of old job records.
+"""Periodic upkeep of one shard: TTL expiry of memories and archived turns, pruning of old job
+records, and compaction after erasure.
 
 TTL (``settings.ttl``, off unless ``ttl.apps`` names an app): every ``ttl.sweep_s`` the thread
 scans the shard's entries and removes for good (hard delete) the active entries of those apps
@@ -7,6 +8,10 @@ whose last write (``updated_at``) is older than the app's lifetime. With
 expires a lifetime after the later of its last write and its last read (reads are recorded
 in the archive, not in the entry, so ``updated_at`` keeps meaning "last written"). Each
 deletion re-checks the entry inside the user's write turn, so a concurrent re-add survives.
+The same sweep deletes the archived turns of those apps whose timestamp is older than the
+lifetime (except turns an unfinished extraction job has yet to read). When the sweep removed
+anything, or an erasure happened since the last compaction, the shard is compacted
+(:meth:`actors.shard_erasure.ShardErasure.compact_if_needed`).
 """
 
 from __future__ import annotations
@@ -14,11 +19,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from actors.archive import SqliteArchive
 from actors.current import CurrentService
+from actors.erasure import expire_events
 from actors.extraction_queue import Writing
 from memcore import layout
 from memcore.errors import MemoryServiceError
@@ -37,8 +43,10 @@ class Maintenance:
         shard: int,
         writing: Writing,
         *,
+        compact: Callable[[bool], dict[str, Any] | None] | None = None,
         start: bool = True,
     ) -> None:
+        self._compact = compact
         self.current = current
         self.archive = archive
         self.settings = settings
@@ -63,13 +71,26 @@ class Maintenance:
                 log.exception("shard %d: maintenance failed", self.shard)
 
     def run_once(self, now: float | None = None) -> dict[str, Any]:
-        """One sweep: expire memories, prune finished jobs; returns what it did."""
-        self.last = {
-            "expired": self.expire(now),
+        """One sweep: expire memories and archived turns, prune finished jobs, compact if anything was
+        erased; returns what it did."""
+        expired, events = self.expire(now), self.expire_events(now)
+        last: dict[str, Any] = {
+            "expired": expired, "expired_events": events,
             "pruned_jobs": self.archive.prune_jobs(self.settings.extractor.job_retention_s),
-            "at": time.time(),
         }
+        if self._compact is not None:
+            last["compacted"] = self._compact(bool(expired or events)) is not None
+        self.last = {**last, "at": time.time()}
         return self.last
+
+    def expire_events(self, now: float | None = None) -> int:
+        """Delete the archived turns older than their app's lifetime; returns how many."""
+        now = time.time() if now is None else now
+        removed = sum(expire_events(self.archive, app, int((now - life) * 1_000_000))
+                      for app, life in self.settings.ttl.apps.items())
+        if removed:
+            log.info("shard %d: expired %d archived turns", self.shard, removed)
+        return removed
 
     # ------------------------------------------------------------------ TTL
     def touch(self, key: UserKey, entries: Iterable[Entry]) -> None:

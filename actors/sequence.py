@@ -44,6 +44,12 @@ class SeqCounter:
             ).fetchone()
             return int(row[0])
 
+    def forget(self, key: UserKey) -> None:
+        """Drop the user's counter (erasure): a later write of that user counts from 1 again."""
+        with self._lock:
+            if self._db is not None:
+                self._db.execute("DELETE FROM user_seq WHERE app = ? AND user = ?", (key.app, key.user))
+
     def close(self) -> None:
         with self._lock:
             db, self._db = self._db, None

@@ -37,6 +37,7 @@ from actors.generations import Generations
 from actors.maintenance import Maintenance
 from actors.queues import Ticket, UserQueues
 from actors.sequence import SEQ_FILE, SeqCounter
+from actors.shard_erasure import ShardErasure
 from memcore import factory, layout, preload, tools
 from memcore.errors import NotFoundError, PermissionDeniedError, ValidationError
 from memcore.extraction.events import cursor_of, parse_events
@@ -90,9 +91,10 @@ class ShardCore:
         self.archive = SqliteArchive(layout.shard_dir(settings, shard) / "archive.sqlite3")
         self.jobs = ExtractionJobs(self.current, self.archive, settings, shard, self._writing,
                                    extractor=extractor, start=start_workers)
-        self.maintenance = Maintenance(self.current, self.archive, settings, shard, self._writing,
-                                       start=start_workers)
         self.generations = Generations(settings, shard, self.archive, self.current, self._freeze, generation)
+        self.erasure = ShardErasure(settings, shard, self.current, self.archive, self.generations)
+        self.maintenance = Maintenance(self.current, self.archive, settings, shard, self._writing,
+                                       compact=self.erasure.compact_if_needed, start=start_workers)
 
     # ------------------------------------------------------------ lifecycle
     def _recover(self) -> int | None:
@@ -240,11 +242,30 @@ class ShardCore:
         self._writable(key)
         return self._write(key, lambda: self.service.update(key, entry_id, memory))
 
-    def delete(self, key: UserKey, entry_id: str, hard: bool | None = None) -> Ack:
-        return self._write(key, lambda: self.service.delete(key, entry_id, hard=hard))
+    def delete(self, key: UserKey, entry_id: str, hard: bool | None = None, purge_sources: bool = False) -> Ack:
+        """Delete one entry and the archived turns only it came from (all of its turns with ``purge_sources``):
+        hidden on a soft delete, removed on a hard one (:mod:`actors.shard_erasure`)."""
+        return self._write(key, lambda: self.erasure.delete(key, entry_id, hard, purge_sources))
 
-    def clear(self, key: UserKey, hard: bool | None = None) -> Ack:
-        return self._write(key, lambda: self.service.clear(key, hard=hard))
+    def clear(self, key: UserKey, hard: bool | None = None, purge_sources: bool = False) -> Ack:
+        """Delete every entry of ``key`` and the archived turns they came from (every turn with
+        ``purge_sources``); the value is the number of entries that were active."""
+        return self._write(key, lambda: self.erasure.clear(key, hard, purge_sources)["entries"])
+
+    def forget(self, key: UserKey) -> Ack:
+        """Erase ``key`` completely (entries, tombstones, archived turns, cursors, jobs, access times, every
+        generation, the user's write counter); the value counts what was removed. Compaction then removes
+        the bytes."""
+        def run() -> dict[str, Any]:
+            counts = self.erasure.forget(key)
+            self._seq.forget(key)
+            return counts
+
+        return self._write(key, run)
+
+    def compact(self) -> dict[str, Any]:
+        """Rewrite this shard's stores and archive without deleted data (writes wait meanwhile)."""
+        return self.erasure.compact()
 
     def tool(self, key: UserKey, name: str, arguments: dict[str, Any], mode: ToolMode | str | None = None) -> Any:
         """Run an agent's tool call under the app's policy: only the tools exposed in the app's mode run
@@ -367,7 +388,8 @@ class ShardCore:
 #: a read may be retried on a restarting actor; a write never is (an update is not idempotent).
 READS = frozenset({"status", "get", "read", "search", "search_json", "preload", "ping", "job", "recall",
                    "embedder_info", "generation_info", "export", "export_users"})
-WRITES = frozenset({"add", "add_many", "backfill", "update", "delete", "clear", "tool", "restore", "ingest",
+WRITES = frozenset({"add", "add_many", "backfill", "update", "delete", "clear", "forget", "compact", "tool",
+                    "restore", "ingest",
                     "begin_generation", "reextract_user", "switch_generation", "abort_generation",
                     "drop_generation"})
 LOCAL = frozenset({"close"})

@@ -36,11 +36,18 @@ class ShardClient:
     async def update(self, key: UserKey, entry_id: str, memory: dict[str, Any]) -> Written[Entry]:
         return await self._write(key, "update", entry_id, memory)
 
-    async def delete(self, key: UserKey, entry_id: str, hard: bool | None = None) -> Written[None]:
-        return await self._write(key, "delete", entry_id, hard)
+    async def delete(self, key: UserKey, entry_id: str, hard: bool | None = None,
+                     purge_sources: bool = False) -> Written[dict[str, int]]:
+        return await self._write(key, "delete", entry_id, hard, purge_sources)
 
-    async def clear(self, key: UserKey, hard: bool | None = None) -> Written[int]:
-        return await self._write(key, "clear", hard)
+    async def clear(self, key: UserKey, hard: bool | None = None, purge_sources: bool = False) -> Written[int]:
+        return await self._write(key, "clear", hard, purge_sources)
+
+    async def forget(self, key: UserKey) -> Written[dict[str, Any]]:
+        return await self._write(key, "forget")
+
+    async def compact(self, shard: int) -> dict[str, Any]:
+        return await self.backend.call_shard(shard, "compact")
 
     async def tool(self, key: UserKey, name: str, arguments: dict[str, Any],
                    mode: ToolMode | None = None) -> Written[Any]:

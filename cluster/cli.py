@@ -10,6 +10,8 @@
   memctl reextract [--apps A ...] [--users U ...] [--policy P] [--extractor-base-url URL] [--model M]
                    [--granularity G] [--concurrency N] | --drop-generation N | --list
   memctl mcp --app APP --user USER [--url URL]                      (stdio MCP server; key: MEMCLUSTER_API_KEY)
+  memctl forget --app APP --user USER [--url URL] [--api-key KEY]    erase a user (then `memctl compact`)
+  memctl compact [--url URL] [--api-key KEY]                         compact the stores (deleted text leaves disk)
 
 ``up`` starts a local Ray head on loopback, deploys the Serve apps of the config with embedded
 defaults, waits until ``/readyz`` answers and prints the base URL. ``down`` stops what ``up``
@@ -291,6 +293,9 @@ def parser() -> argparse.ArgumentParser:
     from cluster import mcp_cli  # mcp (stdio MCP server)
 
     mcp_cli.add_parsers(sub, _state)
+    from cluster import erasure_cli  # forget, compact
+
+    erasure_cli.add_parsers(sub, _state)
     return p
 
 

@@ -107,13 +107,24 @@ class AsyncMemoryClient:
                              key=key)
         return await self._send(P.update(app, user, memory_id, body))
 
-    async def delete(self, app: str, user: str, memory_id: str, hard: bool | None = None) -> None:
-        """Delete one memory (soft by default on the server; ``hard=True`` removes it)."""
-        await self._send(P.delete(app, user, memory_id, hard))
+    async def delete(self, app: str, user: str, memory_id: str, hard: bool | None = None,
+               purge_sources: bool = False) -> None:
+        """Delete one memory (soft by default on the server; ``hard=True`` removes it). The archived turns
+        only it came from are hidden (soft) or removed (hard); ``purge_sources=True``: all of its turns."""
+        await self._send(P.delete(app, user, memory_id, hard, purge_sources))
 
-    async def clear(self, app: str, user: str, hard: bool | None = None) -> None:
-        """Delete every memory of the user."""
-        await self._send(P.clear(app, user, hard))
+    async def clear(self, app: str, user: str, hard: bool | None = None, purge_sources: bool = False) -> None:
+        """Delete every memory of the user and the archived turns they came from (``purge_sources=True``:
+        every archived turn of the user)."""
+        await self._send(P.clear(app, user, hard, purge_sources))
+
+    async def forget(self, app: str, user: str) -> dict[str, Any]:
+        """Erase the user completely (entries, archived turns, cursors, jobs); returns the counts removed."""
+        return await self._send(P.forget(app, user))
+
+    async def compact(self) -> dict[str, Any]:
+        """Compact every shard's stores so that deleted text leaves the data files (per-shard results)."""
+        return await self._send(P.compact())
 
     async def search(
         self, app: str, user: str, query: str, *, kind: str | None = None, time_from: TimeLike | None = None,

@@ -135,15 +135,29 @@ def update(app: str, user: str, memory_id: str, body: dict[str, Any]) -> Call[En
     return Call("PATCH", user_path(app, user, "memories", memory_id), Entry.from_json, body=body)
 
 
-def delete(app: str, user: str, memory_id: str, hard: bool | None) -> Call[None]:
-    params = {"hard": _flag(hard)} if hard is not None else None
-    return Call("DELETE", user_path(app, user, "memories", memory_id), _none, params=params, idempotent=True,
-                gone_is_done=True)
+def _delete_params(hard: bool | None, purge_sources: bool) -> dict[str, str] | None:
+    params = {"hard": _flag(hard)} if hard is not None else {}
+    if purge_sources:
+        params["purge_sources"] = _flag(True)
+    return params or None
 
 
-def clear(app: str, user: str, hard: bool | None) -> Call[None]:
-    params = {"hard": _flag(hard)} if hard is not None else None
-    return Call("DELETE", user_path(app, user, "memories"), _none, params=params, idempotent=True)
+def delete(app: str, user: str, memory_id: str, hard: bool | None, purge_sources: bool = False) -> Call[None]:
+    return Call("DELETE", user_path(app, user, "memories", memory_id), _none,
+                params=_delete_params(hard, purge_sources), idempotent=True, gone_is_done=True)
+
+
+def clear(app: str, user: str, hard: bool | None, purge_sources: bool = False) -> Call[None]:
+    return Call("DELETE", user_path(app, user, "memories"), _none, params=_delete_params(hard, purge_sources),
+                idempotent=True)
+
+
+def forget(app: str, user: str) -> Call[dict[str, Any]]:
+    return Call("DELETE", user_path(app, user), _dict, idempotent=True)
+
+
+def compact() -> Call[dict[str, Any]]:
+    return Call("POST", "/v1/admin/compact", _dict, idempotent=True)
 
 
 def search(app: str, user: str, body: dict[str, Any]) -> Call[list[SearchHit]]:

@@ -102,13 +102,24 @@ class MemoryClient:
                              key=key)
         return self._send(P.update(app, user, memory_id, body))
 
-    def delete(self, app: str, user: str, memory_id: str, hard: bool | None = None) -> None:
-        """Delete one memory (soft by default on the server; ``hard=True`` removes it)."""
-        self._send(P.delete(app, user, memory_id, hard))
+    def delete(self, app: str, user: str, memory_id: str, hard: bool | None = None,
+               purge_sources: bool = False) -> None:
+        """Delete one memory (soft by default on the server; ``hard=True`` removes it). The archived turns
+        only it came from are hidden (soft) or removed (hard); ``purge_sources=True``: all of its turns."""
+        self._send(P.delete(app, user, memory_id, hard, purge_sources))
 
-    def clear(self, app: str, user: str, hard: bool | None = None) -> None:
-        """Delete every memory of the user."""
-        self._send(P.clear(app, user, hard))
+    def clear(self, app: str, user: str, hard: bool | None = None, purge_sources: bool = False) -> None:
+        """Delete every memory of the user and the archived turns they came from (``purge_sources=True``:
+        every archived turn of the user)."""
+        self._send(P.clear(app, user, hard, purge_sources))
+
+    def forget(self, app: str, user: str) -> dict[str, Any]:
+        """Erase the user completely (entries, archived turns, cursors, jobs); returns the counts removed."""
+        return self._send(P.forget(app, user))
+
+    def compact(self) -> dict[str, Any]:
+        """Compact every shard's stores so that deleted text leaves the data files (per-shard results)."""
+        return self._send(P.compact())
 
     def search(
         self, app: str, user: str, query: str, *, kind: str | None = None, time_from: TimeLike | None = None,

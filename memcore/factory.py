@@ -17,12 +17,14 @@ all shards of a ``LocalShardBackend``, standing in for a Qdrant server).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import shutil
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from memcore.errors import ValidationError
 from memcore.layout import CURRENT_FILE, generation_collection, generation_dir, shard_dir
+from memcore.model import Entry
 from memcore.ports import Embedder, KeywordIndex, VectorStore
 from memcore.service import MemoryService
 from memcore.settings import EmbedderSettings, Settings
@@ -144,17 +146,43 @@ def build_vector_store(settings: Settings, shard: int, dim: int, generation: int
             dim=dim,
             layout=vs.collection_layout(),
         )
-    from memcore.stores.qdrant_edge import QdrantEdgeStore
+    from memcore.stores.qdrant_edge import QdrantEdgeStore, recover_compaction
 
     path = generation_dir(settings, shard, generation) / "vectors"
+    recover_compaction(path)
     path.mkdir(parents=True, exist_ok=True)
     return QdrantEdgeStore(path, dim)
+
+
+FRESH_KEYWORDS = "keywords.compact"
+"""A keyword index being rebuilt by a compaction (deleted at open when a crash left it)."""
+
+
+def write_fresh_keywords(settings: Settings, shard: int, generation: int, entries: Iterable[Entry]) -> int:
+    """Index ``entries`` into a fresh keyword directory beside the generation's (a compaction's first step)."""
+    from memcore.stores.tantivy_index import TantivyIndex
+
+    fresh = generation_dir(settings, shard, generation) / FRESH_KEYWORDS
+    shutil.rmtree(fresh, ignore_errors=True)
+    index = TantivyIndex(fresh)
+    try:
+        return index.rebuild(iter(entries))
+    finally:
+        index.close()
+
+
+def swap_in_keywords(settings: Settings, shard: int, generation: int) -> None:
+    """Replace the generation's (closed) keyword index by the fresh one (a lost index is rebuilt at open)."""
+    base = generation_dir(settings, shard, generation)
+    shutil.rmtree(base / "keywords", ignore_errors=True)
+    os.replace(base / FRESH_KEYWORDS, base / "keywords")
 
 
 def build_keyword_index(settings: Settings, shard: int, generation: int = 1) -> KeywordIndex:
     from memcore.stores.tantivy_index import TantivyIndex
 
     path = generation_dir(settings, shard, generation) / "keywords"
+    shutil.rmtree(path.with_name(FRESH_KEYWORDS), ignore_errors=True)
     path.mkdir(parents=True, exist_ok=True)
     return TantivyIndex(path, commit_interval_s=settings.keywords.commit_interval_s)
 

@@ -211,7 +211,9 @@ class TTLSettings(BaseModel):
     A shard's maintenance thread hard-deletes (whatever ``service.soft_delete`` says: no tombstone
     is kept) the active entries of those apps whose last write (``updated_at``) — or, with
     ``refresh_on_access``, their last read through get/read/search/preload, whichever is later —
-    is older than the lifetime. An expired entry lives at most one ``sweep_s`` longer.
+    is older than the lifetime. An expired entry lives at most one ``sweep_s`` longer. The same
+    sweep deletes the app's archived turns (raw events) whose timestamp is older than the lifetime,
+    except those an unfinished extraction job has yet to read, then compacts the shard.
     """
 
     apps: dict[str, Annotated[float, Field(gt=0)]] = Field(default_factory=dict)

@@ -27,6 +27,9 @@ User = Annotated[str, Path(description=f"User id within the app (1..{MAX_ID_CHAR
 MemoryId = Annotated[str, Path(description="A memory id.")]
 Hard = Annotated[bool | None, Query(description="true: remove for good; false: soft-delete; default: the "
                                                   "service setting.")]
+PurgeSources = Annotated[bool, Query(description="true: also remove (hard) or hide (soft) every archived turn "
+                                                 "the deleted memories came from, even one that still feeds a "
+                                                 "live memory (a clear: every archived turn of the user).")]
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorBody, "description": text}

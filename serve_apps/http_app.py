@@ -9,12 +9,13 @@ Routes (user-scoped ones under ``/v1/apps/{app}/users/{user}``)::
 
     POST   /memories               add (201)              GET  /memories?limit=N   newest first
     GET    /memories/{id}          get                    PATCH /memories/{id}     update (id may rotate)
-    DELETE /memories/{id}?hard=    delete (204)           DELETE /memories?hard=   clear (204)
+    DELETE /memories/{id}?hard=&purge_sources=  delete (204)   DELETE /memories?hard=&purge_sources=  clear (204)
     POST   /memories/search        search                 POST /preload            preload
     POST   /tools/{name}           run a tool             GET  /v1/apps/{app}/tools?mode=   schemas
     POST   /sessions/{session}/events   ingest (202 job)  POST /sessions/recall   other sessions' turns
     GET    /v1/jobs/{job_id}       an ingest job (the key must open the job's app, else 404)
     GET    /v1/apps/{app}/export   JSONL backup of the app   POST /v1/apps/{app}/import   restore one
+    DELETE /v1/apps/{app}/users/{user}   erase the user     POST /v1/admin/compact   compact the stores
     GET    /healthz  /readyz  /openapi.json  /docs        (open)
 
 Writes answer with ``X-Memcluster-Seq``, the write's place in the user's FIFO. With
@@ -45,6 +46,7 @@ from serve_apps.deps import (
     App,
     Hard,
     MemoryId,
+    PurgeSources,
     User,
     errors,
     seq_headers,
@@ -54,6 +56,7 @@ from serve_apps.deps import (
 )
 from serve_apps.http_access import ROUTE_T0, KeyRoute, ScopedRoute, attach, body_limit
 from serve_apps.http_backup import backup_routes
+from serve_apps.http_erasure import erasure_routes
 from serve_apps.http_errors import (
     BodyLimitMiddleware,
     install_error_handlers,
@@ -153,16 +156,20 @@ def _memory_routes(router: APIRouter) -> None:
     @router.delete("/memories/{memory_id}", status_code=204, response_class=Response, responses=errors(404),
                    summary="Delete a memory", tags=["memories"])
     async def delete_memory(request: Request, app: App, user: User, memory_id: MemoryId,
-                            hard: Hard = None) -> Response:
-        """Delete one memory (soft by default: it keeps its id and a re-add reactivates it)."""
-        _, seq = await shards(request).delete(make_key(app, user), memory_id, hard)
+                            hard: Hard = None, purge_sources: PurgeSources = False) -> Response:
+        """Delete one memory (soft by default: it keeps its id and a re-add reactivates it). The archived
+        turns it came from and no other live memory did are hidden from every read path (soft) or removed
+        (hard); with ``purge_sources`` all of its turns."""
+        _, seq = await shards(request).delete(make_key(app, user), memory_id, hard, purge_sources)
         return Response(status_code=204, headers=seq_headers(seq))
 
     @router.delete("/memories", status_code=204, response_class=Response, responses=errors(),
                    summary="Delete all memories of the user", tags=["memories"])
-    async def clear_memories(request: Request, app: App, user: User, hard: Hard = None) -> Response:
-        """Delete every memory of the user."""
-        _, seq = await shards(request).clear(make_key(app, user), hard)
+    async def clear_memories(request: Request, app: App, user: User, hard: Hard = None,
+                             purge_sources: PurgeSources = False) -> Response:
+        """Delete every memory of the user; the archived turns they came from are hidden (soft) or removed
+        (hard); with ``purge_sources`` every archived turn of the user."""
+        _, seq = await shards(request).clear(make_key(app, user), hard, purge_sources)
         return Response(status_code=204, headers=seq_headers(seq))
 
     @router.post("/memories/search", response_model=SearchResponse, responses=errors(),
@@ -268,6 +275,7 @@ def create_app() -> FastAPI:
             {"name": "tools", "description": "OpenAI function-calling memory tools."},
             {"name": "auto memory", "description": "Session ingest, extraction jobs and session recall."},
             {"name": "backups", "description": "Export and import one app's memories as JSON Lines."},
+            {"name": "erasure", "description": "Erase a user; compact the stores so deleted text leaves the disk."},
             {"name": "health", "description": "Liveness and readiness probes."},
         ],
     )
@@ -281,6 +289,7 @@ def create_app() -> FastAPI:
     backup_routes(tools_router)
     jobs_router = APIRouter(route_class=KeyRoute, dependencies=[Security(_bearer)])
     job_routes(jobs_router)
+    erasure_routes(user_router, jobs_router)
     app.include_router(user_router)
     app.include_router(tools_router)
     app.include_router(jobs_router)

@@ -109,6 +109,8 @@ def test_openapi_lists_every_route(client: httpx.Client) -> None:
         "/v1/apps/{app}/tools": {"get"},
         "/v1/apps/{app}/export": {"get"},
         "/v1/apps/{app}/import": {"post"},
+        u: {"delete"},
+        "/v1/admin/compact": {"post"},
         "/healthz": {"get"},
         "/readyz": {"get"},
     }

@@ -76,6 +76,8 @@ def test_every_json_route_answers_its_response_model(server: Served) -> None:
             ("GET", "/v1/jobs/{job_id}"): c.get(f"/v1/jobs/{job.json()['job_id']}"),
             ("POST", "/v1/apps/{app}/users/{user}/sessions/recall"):
                 c.post(f"{A}/sessions/recall", json={"query": "Porto", "session": "other"}),
+            ("DELETE", "/v1/apps/{app}/users/{user}"): c.delete("/v1/apps/shapes/users/gone"),
+            ("POST", "/v1/admin/compact"): c.post("/v1/admin/compact"),
             ("GET", "/healthz"): c.get("/healthz"),
             ("GET", "/readyz"): c.get("/readyz"),
         }

@@ -268,7 +268,9 @@ def test_path_traversal_in_ids(ca: httpx.Client) -> None:
         if r.status_code == 307:  # a trailing slash: redirected within the intruder's own path
             assert httpx.URL(r.headers["location"]).path.startswith(f"{intruder}/memories/"), r.headers
             continue
-        assert r.status_code == 404, (tail, r.text)
+        # a bare ".." is resolved by the client to the intruder's own user path, which has only DELETE
+        # (erase the user): 405 there, 404 elsewhere; neither reveals anything
+        assert r.status_code == (405 if r.url.path == intruder else 404), (tail, r.text)
         assert entry["id"] not in r.text or "not found" in r.json()["message"]
     r = ca.get(f"/v1/apps/{B}%2F..%2F{A}/users/{user}/memories")
     assert r.status_code in (403, 404) and entry["id"] not in r.text
@@ -393,3 +395,17 @@ def test_settings_never_show_secrets() -> None:
         for secret in secrets:
             assert secret not in text
     assert settings.api_key_map()[A] == KEYS[A]  # still usable where it is needed
+
+
+def test_erasing_a_user_and_compacting_need_a_key(sec: Served, ca: httpx.Client) -> None:
+    owner = fresh(B)
+    with sec.client(headers=bearer(B)) as cb:
+        add(cb, owner, "b's memory")
+        r = ca.delete(owner)  # the key of app-a erases nobody of app-b
+        assert r.status_code == 403 and r.json()["field"] == "app"
+        with sec.client() as anonymous:
+            assert anonymous.delete(owner).status_code == 401
+            assert anonymous.post("/v1/admin/compact").status_code == 401
+        assert [e["text"] for e in cb.get(f"{owner}/memories").json()["entries"]] == ["b's memory"]
+        assert ca.post("/v1/admin/compact").status_code == 200  # any valid key may compact (it reveals nothing)
+        assert cb.delete(owner).json()["entries"] == 1

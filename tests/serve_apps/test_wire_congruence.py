@@ -53,7 +53,7 @@ def test_the_read_write_split_covers_shard_core_exactly() -> None:
 
 
 def test_the_typed_client_calls_shard_core_methods_with_their_parameters() -> None:
-    by_shard = {"job", "export_users"}  # addressed by shard number instead of a user key
+    by_shard = {"job", "export_users", "compact"}  # addressed by shard number instead of a user key
     for name in _public_methods(ShardClient):
         if name == "status":
             continue

@@ -1,0 +1,79 @@
+"""Erasure routes: forget a user, compact the stores (registered by ``create_app``).
+
+::
+
+    DELETE /v1/apps/{app}/users/{user}   erase the user completely; 200 with the counts removed
+    POST   /v1/admin/compact             rewrite every shard's stores and archive without deleted
+                                         data (any valid key; open when no keys are configured);
+                                         200 {"shards": [...]} once every shard is done
+
+What each removes, and when the bytes leave the disk, is ``docs/deployment.md``'s "Erasure and
+retention" section.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+
+from memcore.validation import make_key
+from serve_apps.deps import App, User, errors, seq_headers, shards, state, to_json
+
+
+class ForgetResponse(BaseModel):
+    """What erasing one user removed."""
+
+    app: str
+    user: str
+    entries: int = Field(description="Entries removed from the serving generation (tombstones included).")
+    other_generation_entries: int = Field(description="Entries removed from a re-extraction's staging "
+                                                      "generation and from retired generations.")
+    events: int = Field(description="Archived turns removed (with their recall index rows).")
+    sessions: int = Field(description="Session cursors removed.")
+    jobs: int = Field(description="Extraction job records removed.")
+    access_records: int = Field(description="TTL access times removed.")
+
+
+class ShardCompaction(BaseModel):
+    shard: int
+    generations: list[int] = Field(default_factory=list, description="Generations rewritten.")
+    points: int = Field(default=0, description="Vector points copied into fresh stores (embedded backend).")
+    vectors_rebuilt: bool = Field(default=False, description="False with the Qdrant server backend (the "
+                                                             "server vacuums its own segments).")
+    frozen_s: float = Field(default=0.0, description="How long the shard's writes waited.")
+    skipped: str | None = Field(default=None, description="Why the stores were not rewritten (the archive "
+                                                          "was compacted anyway).")
+
+
+class CompactResponse(BaseModel):
+    shards: list[ShardCompaction]
+
+
+def erasure_routes(user_router: APIRouter, key_router: APIRouter) -> None:
+    """``user_router``: under ``/v1/apps/{app}/users/{user}``; ``key_router``: any valid key."""
+
+    @user_router.delete("", response_model=ForgetResponse, responses=errors(), summary="Erase a user",
+                        tags=["erasure"])
+    async def forget_user(request: Request, app: App, user: User) -> Response:
+        """Erase the user: every entry and tombstone (vectors and keyword documents) in every generation,
+        every archived turn with its recall index row, the session cursors, the extraction job records
+        and the TTL access times. Run ``POST /v1/admin/compact`` (or let the maintenance loop do it) to
+        remove the bytes from the data files. Idempotent: a second call removes nothing."""
+        counts, seq = await shards(request).forget(make_key(app, user))
+        return JSONResponse(to_json(counts), headers=seq_headers(seq))
+
+    @key_router.post("/v1/admin/compact", response_model=CompactResponse, responses=errors(),
+                     summary="Compact the stores", tags=["erasure"])
+    async def compact(request: Request) -> Response:
+        """Rewrite every shard's vector stores (embedded backend) and keyword indexes from their live
+        entries, and merge, vacuum and checkpoint each event archive: afterwards no data file holds
+        deleted text. Writes of a shard wait while it is rewritten; a read of that shard meanwhile may
+        answer 503 (retry)."""
+        _, settings = state(request)
+        client = shards(request)
+        done: list[dict[str, Any]] = list(await asyncio.gather(*(client.compact(k) for k in range(settings.shards))))
+        return JSONResponse({"shards": to_json(done)})
