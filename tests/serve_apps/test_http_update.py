@@ -1,0 +1,58 @@
+"""PATCH over real HTTP (uvicorn + LocalShardBackend): every field alone changes only itself (a topics-
+or metadata-only change keeps the id, a content change rotates it and carries the rest over), and
+datetimes that overflow once converted to UTC are 422 naming the field, in every place they enter."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+
+BASE = "/v1/apps/upd/users/{user}"
+EPISODE = {"text": "Alice moved to Lisbon", "topics": ["home"], "kind": "episode",
+           "event_time": "2024-03-01T18:00:00Z", "participants": ["Alice", "Bob"], "location": "Lisbon",
+           "metadata": {"source": "chat"}}
+FIELDS = ("text", "topics", "kind", "event_time", "participants", "location", "metadata")
+CHANGES = [("text", "Alice moved to Porto"), ("topics", ["home", "moves"]), ("kind", "fact"),
+           ("event_time", "2024-04-01T00:00:00Z"), ("participants", ["Alice"]), ("location", "Porto"),
+           ("metadata", {"source": "email"})]
+
+
+@pytest.mark.parametrize(("field", "value"), CHANGES)
+def test_patch_of_one_field_keeps_the_others(client: httpx.Client, field: str, value: Any) -> None:
+    base = BASE.format(user=f"patch-{field}")
+    before = client.post(f"{base}/memories", json=EPISODE).json()
+    r = client.patch(f"{base}/memories/{before['id']}", json={field: value})
+    assert r.status_code == 200, r.text
+    after = r.json()
+    assert {f: after[f] for f in FIELDS} == {**{f: before[f] for f in FIELDS}, field: value}
+    assert (after["id"] == before["id"]) == (field in ("topics", "metadata"))
+    assert after["created_at"] == before["created_at"]
+    listed = client.get(f"{base}/memories").json()["entries"]
+    assert [e["id"] for e in listed] == [after["id"]]
+
+
+def test_an_empty_patch_is_422(client: httpx.Client) -> None:
+    base = BASE.format(user="patch-empty")
+    before = client.post(f"{base}/memories", json=EPISODE).json()
+    r = client.patch(f"{base}/memories/{before['id']}", json={})
+    assert r.status_code == 422 and "nothing to update" in r.json()["message"]
+
+
+@pytest.mark.parametrize("stamp", ["0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-14:00"])
+def test_overflowing_datetimes_are_422_not_503(client: httpx.Client, stamp: str) -> None:
+    base = BASE.format(user="overflow")
+    cases = [
+        ("POST", f"{base}/memories/search", {"query": "x", "time_from": stamp}, "time_from"),
+        ("POST", f"{base}/memories/search", {"query": "x", "time_to": stamp}, "time_to"),
+        ("POST", f"{base}/memories", {"text": "x", "event_time": stamp}, "event_time"),
+        ("POST", f"{base}/sessions/s1/events", {"events": [{"role": "user", "content": "x", "timestamp": stamp}]},
+         "events.0.timestamp"),
+        ("POST", f"{base}/tools/memory_add", {"arguments": {"memory": "x", "event_time": stamp}},
+         "arguments.event_time"),
+    ]
+    for method, url, body, field in cases:
+        r = client.request(method, url, json=body)
+        assert r.status_code == 422, (url, r.text)
+        assert r.json()["field"] == field, (url, r.json())
