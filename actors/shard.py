@@ -277,7 +277,8 @@ class ShardCore:
         exposed = policy.exposed_tools()
         if name in (SEARCH, LOAD):
             return tools.execute(self.service, key, name, arguments, enabled=exposed)
-        return self._write(key, lambda: tools.execute(self.service, key, name, arguments, enabled=exposed))
+        backend = _ErasingTools(self.service, self.erasure)
+        return self._write(key, lambda: tools.execute(backend, key, name, arguments, enabled=exposed))
 
     # --------------------------------------------------------------- backups
     def restore(self, key: UserKey, entries: list[Any]) -> Ack:
@@ -386,6 +387,21 @@ class ShardCore:
 
 #: The shard's remote calls, split once (a test checks the split against :class:`ShardCore`):
 #: a read may be retried on a restarting actor; a write never is (an update is not idempotent).
+class _ErasingTools:
+    """The tools' backend: the service, except that an agent's delete and clear take the archived turns
+    the memories came from as the HTTP deletes do (:class:`actors.shard_erasure.ShardErasure`)."""
+
+    def __init__(self, service: MemoryService, erasure: ShardErasure) -> None:
+        self.service, self.erasure = service, erasure
+        self.add, self.update, self.read, self.search = service.add, service.update, service.read, service.search
+
+    def delete(self, key: UserKey, entry_id: str) -> None:
+        self.erasure.delete(key, entry_id, None)
+
+    def clear(self, key: UserKey) -> int:
+        return int(self.erasure.clear(key, None)["entries"])
+
+
 READS = frozenset({"status", "get", "read", "search", "search_json", "preload", "ping", "job", "recall",
                    "embedder_info", "generation_info", "export", "export_users"})
 WRITES = frozenset({"add", "add_many", "backfill", "update", "delete", "clear", "forget", "compact", "tool",

@@ -303,3 +303,21 @@ def test_the_maintenance_sweep_compacts_after_an_erasure_once(core: ShardCore, s
     assert core.maintenance.run_once()["compacted"] is True
     assert files_containing(Path(settings.data_dir), marker) == []
     assert core.maintenance.run_once()["compacted"] is False
+
+
+def test_an_agents_memory_delete_takes_its_source_turns_like_the_http_delete(tmp_path: Path,
+                                                                            hashing_embedder: Any) -> None:
+    settings = Settings(data_dir=tmp_path, shards=1, embedder={"kind": "hashing", "dim": 64},
+                        tools={"enabled": {"memory_delete": True, "memory_clear": True}})
+    core = ShardCore(settings, 0, hashing_embedder, start_workers=False)
+    try:
+        plant(core, ANN, "zqxtoolmarker")
+        entry = next(e for e in core.read(ANN) if e.text.startswith("User: my secret"))
+        assert core.tool(ANN, "memory_delete", {"memory_id": entry.id}).value == {"status": "ok",
+                                                                                  "memory_id": entry.id}
+        assert [h.event_id for h in core.recall(ANN, "zqxtoolmarker")] == []  # its own turn is hidden
+        assert [h.event_id for h in core.recall(ANN, "Porto")] == ["s1-1"]  # a turn a live entry came from stays
+        assert core.tool(ANN, "memory_clear", {}).value["cleared"] >= 1
+        assert core.recall(ANN, "Porto") == [] and core.read(ANN) == []
+    finally:
+        core.close()
