@@ -362,7 +362,7 @@ class ShardCore:
         result = preload.preload(self.service, key, budget if on else 0, message, mode=mode, playbook=playbook,
                                  topics=topics, topics_match=topics_match,
                                  max_tokens=max_tokens if max_tokens is not None else policy.max_tokens,
-                                 count=self.service.count)
+                                 count=self.service.token_count)
         self.maintenance.touch(key, result.entries)
         return result
 

@@ -49,7 +49,7 @@ class MemoryService:
         self.keywords = keywords
         self.embedder = embedder
         self.config = config or ServiceConfig()
-        self.count: budget.TokenCounter = budget.counter(self.config.token_counter)
+        self.token_count: budget.TokenCounter = budget.counter(self.config.token_counter)
         """How this service counts the tokens of a ``max_tokens`` budget."""
         self._clock = clock
         self._write_lock = threading.RLock()
@@ -252,7 +252,7 @@ class MemoryService:
             hits = fusion.merge_overlapping(hits, opts.max_results, scan=opts.max_results * self.config.merge_scan)
         hits = hits[: opts.max_results]
         if opts.max_tokens is not None:
-            hits = budget.fit_hits(hits, opts.max_tokens, opts.query, self.count)
+            hits = budget.fit_hits(hits, opts.max_tokens, opts.query, self.token_count)
         if opts.order_by_event_time:
             hits = fusion.order_by_event_time(hits)
         return hits
