@@ -49,7 +49,10 @@ def plot(summary: dict[str, Any], path: Path) -> None:
                                ("turn_recall_all@10", "turn all@10", "tab:orange")):
         ax.scatter([tok10], [at_k[key]["value"]], marker="*", s=160, color=colour, label=f"{label} (top 10)")
     ax.set_xscale("log")
-    ax.set_xticks([*xs, round(tok10)], [str(x) for x in [*xs, round(tok10)]])
+    ax.minorticks_off()
+    ax.set_xticks(xs, [str(x) for x in xs])
+    ax.annotate(f"top 10: {tok10:.0f} tokens", (tok10, at_k["turn_recall_all@10"]["value"]),
+                textcoords="offset points", xytext=(-95, 8), fontsize=8)
     ax.set_xlabel("tokens of results (whitespace)")
     ax.set_ylabel("recall (LoCoMo, categories 1-4)")
     ax.set_title(f"Recall within a token budget: {summary['config']} (bootstrap 95 % CI)")
