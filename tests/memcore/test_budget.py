@@ -158,3 +158,23 @@ def test_preload_with_max_tokens_keeps_the_block_within_the_budget(
     with pytest.raises(ValidationError) as exc:
         preload.preload(service, A, 3, "puppy", max_tokens=preload.min_tokens(None) - 1)
     assert exc.value.field == "max_tokens"
+
+
+def test_a_service_configured_with_the_tokenizer_counts_wordpieces(tmp_path, hashing_embedder) -> None:  # type: ignore[no-untyped-def]
+    from memcore.settings import ServiceConfig
+    from memcore.stores.qdrant_edge import QdrantEdgeStore
+    from memcore.stores.tantivy_index import TantivyIndex
+
+    service = MemoryService(QdrantEdgeStore(tmp_path / "vectors", hashing_embedder.dim), TantivyIndex(tmp_path / "kw"),
+                            hashing_embedder, ServiceConfig(token_counter="tokenizer"))
+    try:
+        _conversation(service)
+        tok = budget.counter("tokenizer")
+        assert service.token_count is tok
+        for max_tokens in (5, 15, 40):
+            got = service.search(A, {"query": "beagle puppy Biscuit chews", "max_tokens": max_tokens})
+            assert got and sum(tok(h.entry.text) for h in got) <= max_tokens
+            assert sum(budget.whitespace_count(h.entry.text) for h in got) < max_tokens  # wordpieces outnumber words
+    finally:
+        service.vectors.close()
+        service.keywords.close()
