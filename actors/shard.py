@@ -275,6 +275,8 @@ class ShardCore:
             raise PermissionDeniedError(f"app {key.app!r} runs tools in {policy.tool_mode.value} mode (a deployment "
                                         f"setting), not {mode}", field="mode")
         exposed = policy.exposed_tools()
+        if name == SEARCH and arguments.get("max_tokens") is None and policy.max_tokens is not None:
+            arguments = {**arguments, "max_tokens": policy.max_tokens}
         if name in (SEARCH, LOAD):
             return tools.execute(self.service, key, name, arguments, enabled=exposed)
         backend = _ErasingTools(self.service, self.erasure)
@@ -334,10 +336,13 @@ class ShardCore:
     def search(
         self, key: UserKey, options: SearchOptions | dict[str, Any], query_vector: Vectors | None = None
     ) -> list[SearchHit]:
-        if not self._memory_on(key):
-            validate(SearchOptions, options)
+        policy = self.settings.policy(key.app)
+        opts = validate(SearchOptions, options)
+        if policy.memory == "off":
             return []
-        hits = self.service.search(key, options, query_vector=query_vector)
+        if opts.max_tokens is None and policy.max_tokens is not None:
+            opts = opts.model_copy(update={"max_tokens": policy.max_tokens})
+        hits = self.service.search(key, opts, query_vector=query_vector)
         self.maintenance.touch(key, [h.entry for h in hits])
         return hits
 
@@ -350,11 +355,14 @@ class ShardCore:
 
     def preload(
         self, key: UserKey, budget: int, message: str, mode: InjectionMode, playbook: str | None,
-        topics: list[str] | None = None, topics_match: TopicsMatch = "any",
+        topics: list[str] | None = None, topics_match: TopicsMatch = "any", max_tokens: int | None = None,
     ) -> PreloadResult:
-        on = self._memory_on(key)
+        policy = self.settings.policy(key.app)
+        on = policy.memory != "off"
         result = preload.preload(self.service, key, budget if on else 0, message, mode=mode, playbook=playbook,
-                                 topics=topics, topics_match=topics_match)
+                                 topics=topics, topics_match=topics_match,
+                                 max_tokens=max_tokens if max_tokens is not None else policy.max_tokens,
+                                 count=self.service.token_count)
         self.maintenance.touch(key, result.entries)
         return result
 

@@ -31,6 +31,8 @@ def parser() -> argparse.ArgumentParser:
     loc.add_argument("--via", choices=("backfill", "inprocess"), default="backfill",
                      help="ingest through the backfill job (default) or a MemoryService in this process")
     loc.add_argument("--results", type=Path, default=None, help="also write retrieval.json/.md/.png into this folder")
+    loc.add_argument("--budget-results", type=Path, default=None,
+                     help="also write budget.json/.png (recall within max_tokens 250/500/1000) into this folder")
     return p
 
 
@@ -41,6 +43,8 @@ def locomo_argv(args: argparse.Namespace) -> list[str]:
         argv += ["--limit", str(args.limit)]
     if args.results is not None:
         argv += ["--results", str(args.results)]
+    if args.budget_results is not None:
+        argv += ["--budget-results", str(args.budget_results)]
     return argv
 
 

@@ -106,3 +106,41 @@ def aggregate(scored: Sequence[Scored]) -> dict[str, object]:
         "by_category": by_cat,
         "adversarial": by_cat.get("5", {"n": 0}),
     }
+
+
+# ----------------------------------------------------------------------------- token budgets
+BUDGETS = (250, 500, 1000)
+"""Token budgets (``max_tokens``, whitespace count) the benchmark also searches within."""
+BUDGET_RESULTS = 50
+"""``max_results`` of a budgeted search: the budget, not the count, decides what is returned."""
+
+
+def budget_score(provenances: Sequence[Sequence[str]], texts: Sequence[str], evidence: Sequence[str],
+                 budget: int) -> dict[str, float]:
+    """Session any / turn all over everything a ``max_tokens=budget`` search returned (the same rules as
+    the @k metrics, with k = all that fit), and the tokens it used."""
+    ev_turns = set(evidence)
+    ev_sessions = {s for e in evidence if (s := session_of(e)) is not None}
+    covered = {t for prov in provenances for t in prov}
+    return {
+        f"session_recall_any@{budget}tok": float(bool(ev_sessions & set(ranked_sessions(provenances)))),
+        f"turn_recall_all@{budget}tok": float(ev_turns <= covered),
+        f"tokens@{budget}tok": float(sum(len(t.split()) for t in texts)),
+    }
+
+
+def bootstrap_ci(rows: Sequence[dict[str, float]], keys: Sequence[str], n: int = 2000, seed: int = 16,
+                 ) -> dict[str, list[float]]:
+    """Percentile bootstrap 95 % interval of the mean of each key, resampling questions with replacement."""
+    import numpy as np
+
+    if not rows:
+        return {}
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(rows), size=(n, len(rows)))
+    out: dict[str, list[float]] = {}
+    for key in keys:
+        values = np.asarray([r[key] for r in rows], dtype=np.float64)
+        means = values[idx].mean(axis=1)
+        out[key] = [round(float(np.percentile(means, 2.5)), 4), round(float(np.percentile(means, 97.5)), 4)]
+    return out

@@ -43,9 +43,20 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from bench.budget_report import budget_summary, write_budget_report
 from bench.data import LOCOMO
 from bench.locomo import Conversation, load
-from bench.recall import HEADLINE, Scored, aggregate, score
+from bench.recall import (
+    BUDGET_RESULTS,
+    BUDGETS,
+    HEADLINE,
+    MAIN_CATEGORIES,
+    Scored,
+    aggregate,
+    bootstrap_ci,
+    budget_score,
+    score,
+)
 from bench.report import RESULTS, load_average, machine_info, write_json
 from bench.retrieval_backfill import ingest_backfill
 from bench.retrieval_kit import PLAIN, Embedders, IndexSpec, Ingested, Knobs, ingest
@@ -221,8 +232,16 @@ def run_config(cfg: Config, data: Dataset, indexes: Indexes) -> dict[str, Any]:
         results = shape(hits, cfg.post, conv.user, archive, session_hits)
         search_ms.append((time.perf_counter() - t2) * 1e3)
         prov = [r.provenance for r in results]
-        scored.append(Scored(qa.category, score(prov, [r.text for r in results], qa.evidence)))
+        metrics = score(prov, [r.text for r in results], qa.evidence)
+        for b in BUDGETS:  # the engine's own max_tokens search: what fits, scored over all of it
+            fitted = ing.search(key, opts.model_copy(update={"max_results": BUDGET_RESULTS, "max_tokens": b}), qvec)
+            metrics |= budget_score([h.entry.provenance for h in fitted], [h.entry.text for h in fitted],
+                                    qa.evidence, b)
+        scored.append(Scored(qa.category, metrics))
     out = aggregate(scored)
+    main_rows = [s.metrics for s in scored if s.category in MAIN_CATEGORIES]
+    out["ci95"] = bootstrap_ci(main_rows, [*HEADLINE, *(f"{m}@{b}tok" for b in BUDGETS
+                                                        for m in ("session_recall_any", "turn_recall_all"))])
     search = percentiles(search_ms)
     out.update(
         latency_ms={k: round(search[k] + embed_ms[k], 3) for k in ("p50", "p90", "p99")},
@@ -286,6 +305,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--via", choices=("inprocess", "backfill"), default="inprocess", help="ingest path")
     ap.add_argument("--budget", type=float, default=1376.0,
                     help="tokens@10 the recommended configuration may cost (default: MemPalace's 1,376)")
+    ap.add_argument("--budget-results", type=Path, default=None,
+                    help="write budget.json/.png (recall within max_tokens) into this folder")
     ap.add_argument("--results", type=Path, default=None,
                     help="folder for retrieval.json/.png/.md (default: bench/results after a full run)")
     args = ap.parse_args(argv)
@@ -302,6 +323,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     data = Dataset(args.data, limit)
     convs = data.convs()
     log = _logger()
+    load_start = load_average()
     log(f"{len(convs)} conversations, {sum(c.turns for c in convs)} turns, "
         f"{sum(len(c.questions) for c in convs)} questions; load {load_average()}")
     indexes = Indexes(data, Embedders(log), log, args.via)
@@ -331,12 +353,19 @@ def main(argv: Sequence[str] | None = None) -> int:
                  "questions": sum(len(c.questions) for c in convs), "quick": bool(args.quick)},
         "machine": machine_info(),
         "configs": results,
+        "budget": budget_summary(default, results[default], load_start),
     }
-    if args.out is not None:
-        write_json(args.out, report)
+    summary = report["budget"]
     full = not args.quick and limit is None and (not names or names == {"all"})
     if args.results is not None or full:
         write_reports(report, args.results or RESULTS, [c.name for c in wanted])
+    if args.out is not None:
+        write_json(args.out, report)
+    if args.budget_results is not None or full:
+        write_budget_report(summary, args.budget_results or args.results or RESULTS)
+    log(f"{default} within max_tokens: " + ", ".join(
+        f"{b['max_tokens']}: any {b['session_recall_any']['value']:.3f} all {b['turn_recall_all']['value']:.3f}"
+        for b in summary["budgets"]))
     log(f"best within {args.budget:.0f} tokens@10: {best}: {headline(results[best])}")
     log(f"best at any cost: {best_any}: {headline(results[best_any])}")
     return 0

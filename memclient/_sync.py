@@ -123,7 +123,8 @@ class MemoryClient:
 
     def search(
         self, app: str, user: str, query: str, *, kind: str | None = None, time_from: TimeLike | None = None,
-        time_to: TimeLike | None = None, max_results: int | None = None, similarity_threshold: float | None = None,
+        time_to: TimeLike | None = None, max_results: int | None = None, max_tokens: int | None = None,
+        similarity_threshold: float | None = None,
         order_by_event_time: bool | None = None, deduplicate: bool | None = None, kind_fallback: bool | None = None,
         hybrid: bool | None = None, rrf_k: int | None = None, dense_weight: float | None = None,
         keyword_weight: float | None = None, keyword_query: str | None = None, date_boost: bool | None = None,
@@ -132,6 +133,7 @@ class MemoryClient:
     ) -> list[SearchHit]:
         """Ranked hits; options left as None take the server's defaults (README, "Retrieval")."""
         options = {"kind": kind, "time_from": time_from, "time_to": time_to, "max_results": max_results,
+                   "max_tokens": max_tokens,
                    "similarity_threshold": similarity_threshold, "order_by_event_time": order_by_event_time,
                    "deduplicate": deduplicate, "kind_fallback": kind_fallback, "hybrid": hybrid, "rrf_k": rrf_k,
                    "dense_weight": dense_weight, "keyword_weight": keyword_weight, "keyword_query": keyword_query,
@@ -143,10 +145,12 @@ class MemoryClient:
     def preload(
         self, app: str, user: str, budget: int = 10, message: str = "", mode: str = "system",
         playbook: str | None = None, *, topics: Sequence[str] | None = None, topics_match: str | None = None,
+        max_tokens: int | None = None,
     ) -> PreloadResult:
         """The memories to inject before a model call (budget 0 off, -1 all) and their rendered block;
         ``topics`` (any of them, or all with ``topics_match="all"``) narrows what is considered."""
-        return self._send(P.preload(app, user, budget, message, mode, playbook, topics, topics_match))
+        return self._send(P.preload(app, user, budget, message, mode, playbook, topics, topics_match,
+                                        max_tokens))
 
     # ------------------------------------------------------------------ tools
     def tools(self, app: str, mode: str | None = None) -> list[dict[str, Any]]:

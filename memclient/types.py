@@ -78,11 +78,13 @@ class SearchHit:
     entry: Entry
     score: float
     merged: tuple[str, ...] = ()
+    cut: tuple[str, ...] = ()
+    """Turn ids left out of the text to fit ``max_tokens`` (the provenance holds the turns kept)."""
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> SearchHit:
         return cls(entry=Entry.from_json(data["entry"]), score=float(data["score"]),
-                   merged=tuple(data.get("merged") or ()))
+                   merged=tuple(data.get("merged") or ()), cut=tuple(data.get("cut") or ()))
 
 
 @dataclass(frozen=True)
@@ -95,6 +97,8 @@ class PreloadResult:
     text: str
     mode: str
     strategy: str
+    cut: dict[str, list[str]] = field(default_factory=dict)
+    """Entry id → the turn ids left out of its text to fit ``max_tokens``."""
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> PreloadResult:
@@ -103,6 +107,7 @@ class PreloadResult:
             text=str(data.get("text") or ""),
             mode=str(data.get("mode") or "system"),
             strategy=str(data.get("strategy") or "off"),
+            cut={str(k): [str(t) for t in v] for k, v in (data.get("cut") or {}).items()},
         )
 
 

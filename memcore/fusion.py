@@ -85,14 +85,20 @@ def merge_overlapping(hits: Sequence[SearchHit], limit: int, scan: int | None = 
     return [g.hit() for g in groups]
 
 
-def _lines(entry: Entry) -> dict[str, str] | None:
-    """Turn id → its line, when ``entry`` is a verbatim episode (one line per provenance id)."""
+def turn_lines(entry: Entry) -> list[tuple[str, str]] | None:
+    """(turn id, line) pairs of a verbatim episode (one line per distinct provenance id), else None."""
     lines = entry.text.split("\n")
     if entry.kind != Kind.EPISODE or not entry.provenance or len(lines) != len(entry.provenance):
         return None
     if len(set(entry.provenance)) != len(entry.provenance):
         return None
-    return dict(zip(entry.provenance, lines, strict=True))
+    return list(zip(entry.provenance, lines, strict=True))
+
+
+def _lines(entry: Entry) -> dict[str, str] | None:
+    """Turn id → its line, when ``entry`` is a verbatim episode."""
+    pairs = turn_lines(entry)
+    return dict(pairs) if pairs is not None else None
 
 
 class _Group:

@@ -28,7 +28,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 from memcore.metadata import Scalar, check_filter, check_metadata
-from memcore.vocabulary import KeywordQuery
+from memcore.vocabulary import MAX_TOKENS_LIMIT, KeywordQuery
 
 MAX_ID_CHARS = 128
 MAX_TEXT_BYTES = 8192
@@ -337,6 +337,8 @@ class SearchOptions(BaseModel):
     time_from: datetime | None = None
     time_to: datetime | None = None
     max_results: Annotated[int, Field(ge=1, le=MAX_RESULTS_LIMIT)] = 10
+    max_tokens: Annotated[int, Field(ge=1, le=MAX_TOKENS_LIMIT)] | None = None
+    """At most this many tokens of hit text in all (:mod:`memcore.budget`); None: the service's default."""
     similarity_threshold: Annotated[float, Field(ge=-1.0, le=1.0)] = 0.3
     order_by_event_time: bool = False
     deduplicate: bool = False
@@ -390,6 +392,8 @@ class SearchHit(BaseModel):
     score: float
     merged: list[str] = Field(default_factory=list)
     """Ids of further entries this hit's text includes (``merge_overlapping``); empty otherwise."""
+    cut: list[str] = Field(default_factory=list)
+    """Turn ids (provenance) left out of this hit's text to fit ``max_tokens``; empty when it is whole."""
 
 
 OperationType = Literal["add", "update", "delete", "clear"]
@@ -426,3 +430,5 @@ class PreloadResult(BaseModel):
     text: str
     mode: InjectionMode
     strategy: PreloadStrategy
+    cut: dict[str, list[str]] = Field(default_factory=dict)
+    """Entry id → the turn ids left out of its text to fit ``max_tokens``; only entries that were cut."""

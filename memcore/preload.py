@@ -10,6 +10,9 @@ Budget rules (seed 004, ``getPreloadMemoryMessage``):
 
 A topic filter (``topics``, any or all of them) narrows every step: the probe, the search and
 the fallback read only the entries with those topics.
+
+With ``max_tokens`` the rendered block, playbook and frame included, fits that many tokens
+(:func:`fit`); a budget below the frame (:func:`min_tokens`) is a ValidationError naming ``max_tokens``.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ import logging
 from collections.abc import Sequence
 from typing import Protocol
 
+from memcore.budget import TokenCounter, cut_entry, whitespace_count
+from memcore.errors import ValidationError
 from memcore.model import (
     Entry,
     InjectionMode,
@@ -87,20 +92,64 @@ def render(entries: Sequence[Entry], playbook: str | None = None) -> str:
     """The memory block: the playbook (an empty or None value keeps the default), then one line each."""
     if not entries:
         return ""
-    lines = [playbook if playbook else DEFAULT_PLAYBOOK, "", "<memories>"]
+    head, foot = _frame(playbook)
+    return "\n".join([*head, *(line(e) for e in entries), foot])
+
+
+def _frame(playbook: str | None) -> tuple[list[str], str]:
+    return [playbook if playbook else DEFAULT_PLAYBOOK, "", "<memories>"], "</memories>"
+
+
+def _prefix(e: Entry) -> str:
+    meta: list[str] = [e.kind.value]
+    if e.event_time:
+        meta.append(f"time={e.event_time.isoformat()}")
+    if e.participants:
+        meta.append("participants=" + ", ".join(e.participants))
+    if e.location:
+        meta.append(f"location={e.location}")
+    if e.topics:
+        meta.append("topics=" + ", ".join(e.topics))
+    return f"- [{e.id[:12]}] ({'; '.join(meta)}) "
+
+
+def line(e: Entry) -> str:
+    """One memory's line of the block."""
+    return _prefix(e) + e.text
+
+
+def min_tokens(playbook: str | None, count: TokenCounter = whitespace_count) -> int:
+    """The smallest ``max_tokens`` a preload accepts: the block's frame (playbook, tags) and one token."""
+    head, foot = _frame(playbook)
+    return count("\n".join([*head, foot])) + 1
+
+
+def fit(entries: Sequence[Entry], max_tokens: int, query: str, playbook: str | None = None,
+        count: TokenCounter = whitespace_count) -> tuple[list[Entry], dict[str, list[str]]]:
+    """The entries whose rendered block fits ``max_tokens``, in order, the first one that does not fit
+    whole cut to its turns matching ``query`` best (:func:`memcore.budget.cut_entry`); with the turn ids
+    cut from each entry. ``max_tokens`` below :func:`min_tokens` is a ValidationError naming it."""
+    floor = min_tokens(playbook, count)
+    if max_tokens < floor:
+        raise ValidationError(f"max_tokens must be at least {floor} (the block's playbook and frame)",
+                              field="max_tokens")
+    kept: list[Entry] = []
+    cut: dict[str, list[str]] = {}
+    left = max_tokens - (floor - 1)
     for e in entries:
-        meta: list[str] = [e.kind.value]
-        if e.event_time:
-            meta.append(f"time={e.event_time.isoformat()}")
-        if e.participants:
-            meta.append("participants=" + ", ".join(e.participants))
-        if e.location:
-            meta.append(f"location={e.location}")
-        if e.topics:
-            meta.append("topics=" + ", ".join(e.topics))
-        lines.append(f"- [{e.id[:12]}] ({'; '.join(meta)}) {e.text}")
-    lines.append("</memories>")
-    return "\n".join(lines)
+        cost = count(line(e))
+        if cost <= left:
+            kept.append(e)
+            left -= cost
+            continue
+        reduced = cut_entry(e, query, left - count(_prefix(e)), count)
+        if reduced is not None:
+            kept.append(reduced[0])
+            cut[e.id] = reduced[1]
+        break
+    while kept and count(render(kept, playbook)) > max_tokens:  # a count that is not additive (a tokenizer)
+        cut.pop(kept.pop().id, None)
+    return kept, cut
 
 
 def preload(
@@ -113,6 +162,14 @@ def preload(
     playbook: str | None = None,
     topics: Sequence[str] | None = None,
     topics_match: TopicsMatch = "any",
+    max_tokens: int | None = None,
+    count: TokenCounter = whitespace_count,
 ) -> PreloadResult:
+    """Choose (:func:`choose`) and render; with ``max_tokens`` the whole block (playbook included) fits it."""
+    if max_tokens is not None:
+        fit([], max_tokens, "", playbook, count)  # a budget below the frame fails before any read
     entries, strategy = choose(reader, key, budget, message, topics=topics, topics_match=topics_match)
-    return PreloadResult(entries=entries, text=render(entries, playbook), mode=mode, strategy=strategy)
+    cut: dict[str, list[str]] = {}
+    if max_tokens is not None:
+        entries, cut = fit(entries, max_tokens, build_query(message), playbook, count)
+    return PreloadResult(entries=entries, text=render(entries, playbook), mode=mode, strategy=strategy, cut=cut)

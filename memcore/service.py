@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pydantic
 
-from memcore import backup, fusion, search
+from memcore import backup, budget, fusion, search
 from memcore.errors import ConflictError, NotFoundError, ValidationError
 from memcore.ids import memory_id
 from memcore.metadata import Scalar, check_filter, matches
@@ -49,6 +49,8 @@ class MemoryService:
         self.keywords = keywords
         self.embedder = embedder
         self.config = config or ServiceConfig()
+        self.token_count: budget.TokenCounter = budget.counter(self.config.token_counter)
+        """How this service counts the tokens of a ``max_tokens`` budget."""
         self._clock = clock
         self._write_lock = threading.RLock()
 
@@ -249,6 +251,8 @@ class MemoryService:
         if opts.hybrid and Knobs.of(opts, self.config).merge_overlapping:
             hits = fusion.merge_overlapping(hits, opts.max_results, scan=opts.max_results * self.config.merge_scan)
         hits = hits[: opts.max_results]
+        if opts.max_tokens is not None:
+            hits = budget.fit_hits(hits, opts.max_tokens, opts.query, self.token_count)
         if opts.order_by_event_time:
             hits = fusion.order_by_event_time(hits)
         return hits

@@ -28,8 +28,10 @@ from memcore.vocabulary import (
     DEFAULT_POLICY,
     DELETE,
     LOAD,
+    MAX_TOKENS_LIMIT,
     SEARCH,
     UPDATE,
+    CounterName,
     Granularity,
     KeywordQuery,
     PolicyName,
@@ -59,6 +61,8 @@ class SearchDefaults(BaseModel):
     """Merge verbatim windows sharing turns into one hit (no effect on other entries)."""
     merge_scan: int = Field(default=3, ge=1, le=100)
     """Hits examined per requested result when merging (10 results: the best 30 hits)."""
+    token_counter: CounterName = "whitespace"
+    """How tokens are counted (:mod:`memcore.budget`): ``whitespace`` or ``tokenizer`` (BERT WordPiece)."""
 
 
 class ServiceConfig(SearchDefaults):
@@ -248,6 +252,9 @@ class AppPolicy(BaseModel):
     extractor: ExtractorChoice = "configured"
     tool_mode: ToolMode | None = None
     tools: ToolPolicy | None = None
+    max_tokens: int | None = Field(default=None, ge=1, le=MAX_TOKENS_LIMIT)
+    """Token budget of this app's searches, preloads and ``memory_search`` calls that name none
+    (:mod:`memcore.budget`); None: no budget, only the result count applies."""
 
 
 class MemoryPolicies(BaseModel):
@@ -270,6 +277,7 @@ class ResolvedPolicy(BaseModel):
     uses_model: bool
     tool_mode: ToolMode
     tools: ToolPolicy
+    max_tokens: int | None = None
 
     def enabled_tools(self) -> set[str]:
         """What the extractor may use (the auto mode's enabled set) — in auto mode."""
@@ -307,7 +315,8 @@ class Settings(BaseSettings):
         uses_model = bool(self.extractor.base_url) and merged.extractor == "configured"
         mode = merged.tool_mode or (ToolMode.AUTO if uses_model else ToolMode.AGENTIC)
         return ResolvedPolicy(app=app, memory=merged.memory, extractor=merged.extractor, uses_model=uses_model,
-                              tool_mode=mode, tools=merged.tools or self.tools)
+                              tool_mode=mode, tools=merged.tools or self.tools,
+                              max_tokens=merged.max_tokens)
 
     def tool_mode(self, app: str) -> ToolMode:
         """The tool mode of ``app``: the one place that decides it (:meth:`policy`)."""

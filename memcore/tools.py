@@ -17,7 +17,7 @@ from memcore.errors import PermissionDeniedError, ValidationError
 from memcore.model import Entry, Kind, Memory, MemoryPatch, SearchHit, SearchOptions, UserKey
 from memcore.settings import ToolMode, ToolPolicy
 from memcore.validation import validate
-from memcore.vocabulary import ADD, ALL_TOOLS, CLEAR, DELETE, LOAD, SEARCH, UPDATE, function_schema
+from memcore.vocabulary import ADD, ALL_TOOLS, CLEAR, DELETE, LOAD, MAX_TOKENS_LIMIT, SEARCH, UPDATE, function_schema
 
 _MEMORY_PROPS: dict[str, Any] = {
     "memory": {"type": "string", "description": "The memory, one self-contained statement."},
@@ -43,6 +43,10 @@ SCHEMAS: dict[str, dict[str, Any]] = {
                             "time_from": {"type": "string", "description": "ISO-8601 lower bound of event time."},
                             "time_to": {"type": "string", "description": "ISO-8601 upper bound of event time."},
                             "limit": {"type": "integer", "minimum": 1, "maximum": 50},
+                            "max_tokens": {"type": "integer", "minimum": 1, "maximum": MAX_TOKENS_LIMIT,
+                                           "description": "At most this many tokens of results in all; a "
+                                                          "result that does not fit whole is cut to its "
+                                                          "best-matching turns."},
                             "topics": {"type": "array", "items": {"type": "string"},
                                        "description": "Only memories with these topic tags."},
                             "topics_match": {"type": "string", "enum": ["any", "all"],
@@ -135,7 +139,7 @@ def search_options_from_args(args: Mapping[str, Any]) -> SearchOptions:
     kind = args.get("memory_kind") or None
     data: dict[str, Any] = {"query": args.get("query", ""), "kind": kind, "hybrid": True, "deduplicate": True,
                             "kind_fallback": kind is not None, "max_results": args.get("limit") or 10}
-    for f in ("time_from", "time_to", "topics", "topics_match"):
+    for f in ("time_from", "time_to", "topics", "topics_match", "max_tokens"):
         if args.get(f):
             data[f] = args[f]
     return validate(SearchOptions, data, prefix="arguments.")
@@ -147,6 +151,13 @@ def _entry_json(e: Entry, score: float | None = None) -> dict[str, Any]:
                            "updated_at": _iso(e.updated_at)}
     if score is not None:
         out["score"] = round(score, 6)
+    return out
+
+
+def _hit_json(h: SearchHit) -> dict[str, Any]:
+    out = _entry_json(h.entry, h.score)
+    if h.cut:
+        out["cut_turns"] = len(h.cut)
     return out
 
 
@@ -175,7 +186,7 @@ def execute(
     if name == SEARCH:
         opts = search_options_from_args(arguments)
         hits = backend.search(key, opts) if opts.query.strip() else []
-        return {"results": [_entry_json(h.entry, h.score) for h in hits], "count": len(hits)}
+        return {"results": [_hit_json(h) for h in hits], "count": len(hits)}
     if name == LOAD:
         limit = arguments.get("limit", 10)
         if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 100:

@@ -51,6 +51,13 @@ KeywordQuery = Literal["raw", "content"]
 """What BM25 searches: the query as given, or its content words (no stop or question words)."""
 
 # ------------------------------------------------------------------ verbatim extraction
+# ---------------------------------------------------------- token budgets
+MAX_TOKENS_LIMIT = 1_000_000
+"""The largest ``max_tokens`` a search, preload or ``memory_search`` accepts."""
+CounterName = Literal["whitespace", "tokenizer"]
+COUNTERS: tuple[CounterName, ...] = ("whitespace", "tokenizer")
+"""How tokens are counted (:mod:`memcore.budget`): whitespace words, or the BERT WordPiece tokenizer's count."""
+
 Granularity = Literal["turn", "round", "session", "window"]
 GRANULARITIES: tuple[Granularity, ...] = ("turn", "round", "session", "window")
 

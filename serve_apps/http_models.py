@@ -31,6 +31,7 @@ from memcore.model import (
     encodable,
 )
 from memcore.settings import ToolMode
+from memcore.vocabulary import MAX_TOKENS_LIMIT
 
 MAX_READ_LIMIT = 1000
 DEFAULT_READ_LIMIT = 100
@@ -97,6 +98,8 @@ _SEARCH_DOCS = {
     "time_from": "Lower bound of the event time, ISO-8601 (inclusive).",
     "time_to": "Upper bound of the event time, ISO-8601 (inclusive).",
     "max_results": "How many hits to return (1..1000).",
+    "max_tokens": ("At most this many tokens of hit text in all: hits in rank order while they fit, the next one "
+                   "cut to its best-matching turns (see `cut`); default: the app's setting (none: no budget)."),
     "similarity_threshold": "Minimum cosine similarity; applies to pure dense search only (hybrid=false).",
     "order_by_event_time": "Return the hits ordered by event time instead of by score.",
     "deduplicate": "Drop near-duplicates (word-set Jaccard >= 0.80), keeping the higher score.",
@@ -169,6 +172,8 @@ class Hit(BaseModel):
     score: float = Field(description="Cosine similarity (dense search) or the fused RRF score (hybrid).")
     merged: list[str] = Field(default_factory=list, description=(
         "Ids of further verbatim windows merged into this hit (its text and provenance are their union)."))
+    cut: list[str] = Field(default_factory=list, description=(
+        "Turn ids left out of this hit's text to fit `max_tokens` (its provenance holds exactly the turns kept)."))
 
 
 class SearchResponse(BaseModel):
@@ -189,6 +194,9 @@ class PreloadRequest(BaseModel):
         default=10, description="0: off; -1: every memory; N > 0: at most N memories (searched when more exist)."
     )
     message: str = Field(default="", description="The user's current message; the search query when needed.")
+    max_tokens: Annotated[int, Field(ge=1, le=MAX_TOKENS_LIMIT)] | None = Field(default=None, description=(
+        "The whole block (playbook and frame included) fits this many tokens; below the frame: 422. "
+        "Default: the app's setting (none: no budget)."))
     mode: InjectionMode = Field(
         default=InjectionMode.SYSTEM, description="Where the client injects the text: system or user message."
     )
@@ -222,6 +230,8 @@ class PreloadResponse(BaseModel):
     strategy: PreloadStrategy = Field(
         description="off, all, search, recent, or failed (a failed probe injects nothing)."
     )
+    cut: dict[str, list[str]] = Field(default_factory=dict, description=(
+        "Memory id → the turn ids left out of its text to fit `max_tokens` (only memories that were cut)."))
 
 
 class ToolList(BaseModel):

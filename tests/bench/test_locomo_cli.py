@@ -36,3 +36,13 @@ def test_bench_locomo_writes_the_result_of_the_default_configuration(ray_session
         assert metrics["n"] > 0 and all(0.0 <= metrics[k] <= 1.0 for k in HEADLINE), cat
     assert 0 < result["latency_ms"]["p50"] <= result["latency_ms"]["p99"]
     assert result["config"]["granularity"] == "window" and result["config"]["rrf_k"] is None  # engine defaults
+    budget = result["budget"]  # recall within max_tokens, each figure with its bootstrap interval
+    assert [b["max_tokens"] for b in budget["budgets"]] == [250, 500, 1000]
+    for b in budget["budgets"]:
+        assert 0 < b["tokens_used"] <= b["max_tokens"]
+        for m in ("session_recall_any", "turn_recall_all"):
+            lo, hi = b[m]["ci95"]
+            assert 0.0 <= lo <= b[m]["value"] <= hi <= 1.0, (b, m)
+    for k, v in budget["at_k"].items():
+        if k != "tokens@10":
+            assert v["ci95"][0] <= v["value"] <= v["ci95"][1], k

@@ -54,3 +54,24 @@ def test_aggregate_keeps_the_adversarial_category_out_of_overall() -> None:
     assert result["adversarial"] == mean_metrics([hit])
     assert set(result["by_category"]) == {"1", "4", "5"}  # type: ignore[arg-type]
     assert mean_metrics([]) == {"n": 0}
+
+
+def test_budget_score_counts_everything_that_fit() -> None:
+    from bench.recall import budget_score
+
+    m = budget_score([["D2:1", "D2:2"], ["D5:3"], ["D1:1"]], ["a b", "c", "d e f"], ["D2:2", "D1:1"], 250)
+    assert m == {"session_recall_any@250tok": 1.0, "turn_recall_all@250tok": 1.0, "tokens@250tok": 6.0}
+    m = budget_score([["D5:3"]], ["c"], ["D2:2", "D1:1"], 500)
+    assert m["session_recall_any@500tok"] == 0.0 and m["turn_recall_all@500tok"] == 0.0
+    assert budget_score([], [], ["D2:2"], 1000)["tokens@1000tok"] == 0.0
+
+
+def test_bootstrap_interval_brackets_the_mean_and_narrows_with_more_questions() -> None:
+    from bench.recall import bootstrap_ci
+
+    few = [{"x": float(i % 2)} for i in range(20)]
+    many = [{"x": float(i % 2)} for i in range(2000)]
+    (lo, hi), (lo2, hi2) = bootstrap_ci(few, ["x"])["x"], bootstrap_ci(many, ["x"])["x"]
+    assert lo < 0.5 < hi and lo2 < 0.5 < hi2 and (hi2 - lo2) < (hi - lo) / 3
+    assert bootstrap_ci([{"x": 1.0}] * 10, ["x"]) == {"x": [1.0, 1.0]}
+    assert bootstrap_ci([], ["x"]) == {}

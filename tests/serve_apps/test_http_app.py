@@ -356,7 +356,7 @@ def test_preload_strategies(client: httpx.Client) -> None:
     url = f"{base}/preload"
     r = client.post(url, json={})
     assert r.status_code == 200
-    assert r.json() == {"entries": [], "text": "", "mode": "system", "strategy": "all"}
+    assert r.json() == {"entries": [], "text": "", "mode": "system", "strategy": "all", "cut": {}}
     for text in ("Finn likes hiking in the Alps", "Finn is allergic to peanuts", "Finn drives a Volvo",
                  "Finn's sister is called Greta"):
         add(client, base, text)
