@@ -272,6 +272,11 @@ class SqliteArchive:
         return [(q, Event(id=i, role=r, content=c, timestamp=at_us(t), external_context=bool(x)))
                 for q, i, r, c, t, x in rows]
 
+    def oldest_unextracted(self) -> float | None:
+        """Epoch seconds of the oldest turn not extracted yet, over all users (the cursor-lag metric)."""
+        rows = self._query("SELECT min(ts_us) FROM events WHERE extracted = 0")
+        return None if not rows or rows[0][0] is None else rows[0][0] / 1e6
+
     def mark_extracted(self, key: UserKey, session: str, upto_seq: int | None = None,
                        ids: Sequence[str] | None = None) -> int:
         """Mark the session's turns extracted: those up to ``upto_seq``, or those named by ``ids``, or

@@ -36,6 +36,7 @@ from actors.extraction_queue import ExtractionJobs
 from actors.generations import Generations
 from actors.maintenance import Maintenance
 from actors.queues import Ticket, UserQueues
+from actors.shard_telemetry import shard_started, timed_write
 from memcore import factory, layout, preload, tools
 from memcore.errors import NotFoundError, PermissionDeniedError, ValidationError
 from memcore.extraction.events import cursor_of, parse_events
@@ -83,6 +84,7 @@ class ShardCore:
         self._frozen = False
         self._gate = threading.Condition()
         self._queues = UserQueues()
+        t0 = time.perf_counter()
         self.rebuilt = self._recover()
         self.archive = SqliteArchive(layout.shard_dir(settings, shard) / "archive.sqlite3")
         self.jobs = ExtractionJobs(self.current, self.archive, settings, shard, self._writing,
@@ -90,6 +92,7 @@ class ShardCore:
         self.maintenance = Maintenance(self.current, self.archive, settings, shard, self._writing,
                                        start=start_workers)
         self.generations = Generations(settings, shard, self.archive, self.current, self._freeze, generation)
+        self.watch = shard_started(self, time.perf_counter() - t0)
 
     # ------------------------------------------------------------ lifecycle
     def _recover(self) -> int | None:
@@ -121,6 +124,7 @@ class ShardCore:
         }
 
     def close(self) -> None:
+        self.watch.close()
         self.maintenance.close()
         self.jobs.close()
         self.generations.close()
@@ -182,10 +186,12 @@ class ShardCore:
         if not self._memory_on(key):
             raise PermissionDeniedError(f"memory is off for app {key.app!r} (memory.apps setting)", field="app")
 
+    @timed_write("add")
     def add(self, key: UserKey, memory: dict[str, Any]) -> Ack:
         self._writable(key)
         return self._write(key, lambda: self.service.add(key, memory))
 
+    @timed_write("add")
     def add_many(self, key: UserKey, memories: list[dict[str, Any]], vectors: Vectors | None = None) -> Ack:
         self._writable(key)
         return self._write(key, lambda: self.service.add_many(key, memories, vectors=vectors))
@@ -227,13 +233,16 @@ class ShardCore:
 
         return self._write(key, run)
 
+    @timed_write("update")
     def update(self, key: UserKey, entry_id: str, memory: dict[str, Any]) -> Ack:
         self._writable(key)
         return self._write(key, lambda: self.service.update(key, entry_id, memory))
 
+    @timed_write("delete")
     def delete(self, key: UserKey, entry_id: str, hard: bool | None = None) -> Ack:
         return self._write(key, lambda: self.service.delete(key, entry_id, hard=hard))
 
+    @timed_write("clear")
     def clear(self, key: UserKey, hard: bool | None = None) -> Ack:
         return self._write(key, lambda: self.service.clear(key, hard=hard))
 
@@ -250,6 +259,7 @@ class ShardCore:
         return self._write(key, lambda: tools.execute(self.service, key, name, arguments, enabled=exposed))
 
     # --------------------------------------------------------------- backups
+    @timed_write("restore")
     def restore(self, key: UserKey, entries: list[Any]) -> Ack:
         """Write backed-up entries of ``key`` as they are (:meth:`MemoryService.restore`), in the user's FIFO."""
         for i, e in enumerate(entries):
