@@ -49,7 +49,7 @@ from typing import Any, TypeVar, cast
 from actors.archive import JobRecord, SqliteArchive
 from actors.current import CurrentService
 from actors.queues import Ticket, UserQueues
-from actors.shard_telemetry import extractor_call, job_event
+from actors.shard_telemetry import extractor_call, job_event, job_span
 from memcore.errors import ExtractorError, MemoryServiceError
 from memcore.extraction import checkers
 from memcore.extraction.events import Event, ExtractionResult, Message, cursor_of, extractable, identify, parse_messages
@@ -283,6 +283,7 @@ class ExtractionJobs:
             stack.callback(self._finished_one)
             job, t0 = self.archive.start_job(job.job_id, sync=sync), time.perf_counter()
             job_event(job, self.shard)
+            stack.enter_context(job_span(job, self.shard))
             try:
                 job = self._execute(job, stack)
             except Exception as exc:

@@ -36,7 +36,7 @@ from actors.extraction_queue import ExtractionJobs
 from actors.generations import Generations
 from actors.maintenance import Maintenance
 from actors.queues import Ticket, UserQueues
-from actors.shard_telemetry import shard_started, timed_write
+from actors.shard_telemetry import shard_started, spanned, timed_write, traced_call
 from memcore import factory, layout, preload, tools
 from memcore.errors import NotFoundError, PermissionDeniedError, ValidationError
 from memcore.extraction.events import cursor_of, parse_events
@@ -277,6 +277,7 @@ class ShardCore:
         return self.service.export(key.app, user=key.user)
 
     # ----------------------------------------------------------- auto memory
+    @spanned("memcluster.ingest")
     def ingest(self, key: UserKey, session: str, events: list[dict[str, Any]]) -> JobRecord:
         """Archive a session's events and record its extraction job (see :mod:`actors.extraction_queue`)."""
         return self.jobs.ingest(key, session, events)
@@ -310,6 +311,7 @@ class ShardCore:
         self.maintenance.touch(key, entries)
         return entries
 
+    @spanned("search_memory")
     def search(
         self, key: UserKey, options: SearchOptions | dict[str, Any], query_vector: Vectors | None = None
     ) -> list[SearchHit]:
@@ -334,6 +336,9 @@ class ShardCore:
         result = preload.preload(self.service, key, budget if on else 0, message, mode=mode, playbook=playbook)
         self.maintenance.touch(key, result.entries)
         return result
+
+    def traced(self, carrier: dict[str, str] | None, method: str, *args: Any) -> Any:
+        return traced_call(self, carrier, method, *args)  # a call under the caller's trace (tracing on)
 
     def ping(self) -> int:
         return self.shard

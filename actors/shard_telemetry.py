@@ -12,11 +12,11 @@ import functools
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from typing import Any, TypeVar
 
 from actors import metrics
-from memcore import telemetry
+from memcore import telemetry, tracing
 from memcore.model import UserKey
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -30,15 +30,36 @@ def timed_write(op: str) -> Callable[[F], F]:
         @functools.wraps(fn)
         def inner(self: Any, key: UserKey, *args: Any, **kwargs: Any) -> Any:
             t0 = time.perf_counter()
-            result = fn(self, key, *args, **kwargs)
+            with tracing.span(tracing.WRITE_SPANS[op], memcluster__app=key.app, memcluster__shard=self.shard):
+                result = fn(self, key, *args, **kwargs)
             labels = {"app": key.app, "shard": str(self.shard), "op": op}
-            telemetry.count("memcluster_writes_total", 1.0, **labels)
+            telemetry.count("memcluster_writes_total", 1.0, source="api", **labels)
             telemetry.observe("memcluster_write_duration_ms", (time.perf_counter() - t0) * 1e3, **labels)
             return result
 
         return inner  # type: ignore[return-value]
 
     return wrap
+
+
+def spanned(name: str) -> Callable[[F], F]:
+    """Decorate a ShardCore method ``(self, key, ...)`` with a span (search_memory, memcluster.ingest)."""
+
+    def wrap(fn: F) -> F:
+        @functools.wraps(fn)
+        def inner(self: Any, key: UserKey, *args: Any, **kwargs: Any) -> Any:
+            with tracing.span(name, memcluster__app=key.app, memcluster__shard=self.shard):
+                return fn(self, key, *args, **kwargs)
+
+        return inner  # type: ignore[return-value]
+
+    return wrap
+
+
+def traced_call(core: Any, carrier: dict[str, str] | None, method: str, *args: Any) -> Any:
+    """Run ``core.method(*args)`` under the caller's trace context (the Ray actor hop)."""
+    with tracing.attached(carrier):
+        return getattr(core, method)(*args)
 
 
 def shard_started(core: Any, rebuild_s: float) -> ShardWatch:
@@ -92,13 +113,34 @@ class ShardWatch:
 
 
 # ---------------------------------------------------------------- extraction
+_job_contexts: dict[str, Any] = {}
+"""Trace context of each queued job (from its ingest), attached by the worker that runs it."""
+
+
+def job_span(job: Any, shard: int) -> AbstractContextManager[Any]:
+    """The job's span, a child of its ingest's (a shared null context when tracing is off)."""
+    ctx = _job_contexts.pop(job.job_id, None)
+    if not tracing.enabled():
+        return tracing.span("memcluster.job")
+    stack = ExitStack()
+    stack.enter_context(tracing.attached(ctx))
+    stack.enter_context(tracing.span("memcluster.job", memcluster__app=job.app, memcluster__shard=shard,
+                                     memcluster__job_id=job.job_id))
+    return stack
+
+
 def job_event(job: Any, shard: int, duration_s: float | None = None) -> None:
     """A job reached ``job.status``: count it (reason as a class) and, when finished, time and log it."""
     labels = {"app": job.app, "shard": str(shard)}
+    if job.status == "queued" and tracing.enabled():
+        _job_contexts[job.job_id] = tracing.capture()
     telemetry.count("memcluster_jobs_total", 1.0, status=job.status, reason=telemetry.reason_class(job.reason),
                     **labels)
     if duration_s is not None:
         telemetry.observe("memcluster_job_duration_ms", duration_s * 1e3, status=job.status, **labels)
+    for op in job.operations if job.status == "done" else ():
+        if op.get("status") == "applied" and op.get("action") in tracing.WRITE_SPANS:
+            telemetry.count("memcluster_writes_total", 1.0, op=str(op["action"]), source="extraction", **labels)
     if job.status != "running" and job.status != "queued":
         telemetry.log_event("job", job_id=job.job_id, app=job.app, shard=shard, status=job.status,
                             reason=telemetry.reason_class(job.reason), counts=dict(job.counts),
@@ -111,7 +153,8 @@ def extractor_call(app: str, shard: int) -> Iterator[None]:
     t0 = time.perf_counter()
     labels = {"app": app, "shard": str(shard)}
     try:
-        yield
+        with tracing.span("memcluster.extractor_call", memcluster__app=app, memcluster__shard=shard):
+            yield
     except BaseException as exc:
         telemetry.count("memcluster_extractor_errors_total", 1.0, kind=telemetry.error_kind(exc), **labels)
         raise

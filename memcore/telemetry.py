@@ -24,7 +24,7 @@ Kind = Literal["counter", "histogram", "gauge"]
 FORBIDDEN = frozenset({"user", "user_id", "session", "session_id", "text", "memory", "query", "job_id"})
 MS_BUCKETS: tuple[float, ...] = (1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000)
 """Latency buckets in milliseconds, from 1 ms."""
-COUNT_BUCKETS: tuple[float, ...] = (0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000)
+COUNT_BUCKETS: tuple[float, ...] = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000)
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,8 @@ class Metric:
     buckets: tuple[float, ...] = field(default=MS_BUCKETS)
 
     def __post_init__(self) -> None:
+        if any(b <= 0 for b in self.buckets):
+            raise ValueError(f"metric {self.name!r}: histogram boundaries must be positive (Ray's rule)")
         bad = FORBIDDEN.intersection(self.labels)
         if bad or not self.name.startswith("memcluster_"):
             raise ValueError(f"metric {self.name!r}: forbidden labels {sorted(bad)} or missing memcluster_ prefix")
@@ -56,10 +58,10 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
        "app", "part"),
     _m("search_hits", "histogram", "Hits returned per search.", "app", buckets=COUNT_BUCKETS),
     _m("search_tokens", "histogram", "Whitespace tokens of the hits returned per search.", "app",
-       buckets=(0, 10, 50, 100, 250, 500, 1000, 2000, 5000, 10000)),
+       buckets=(10, 50, 100, 250, 500, 1000, 2000, 5000, 10000)),
     # writes (the shard)
-    _m("writes_total", "counter", "Writes through the shard: add, update, delete, clear, erase, restore.",
-       "app", "shard", "op"),
+    _m("writes_total", "counter", "Writes through the shard by op (add, update, delete, clear, restore) and "
+       "source (api: an API call; extraction: an applied extracted operation).", "app", "shard", "op", "source"),
     _m("write_duration_ms", "histogram", "Write latency inside the shard, store flush included (ms).",
        "app", "shard", "op"),
     # extraction (actors.extraction_queue)

@@ -10,14 +10,16 @@ else ``other``: labels stay bounded whatever clients send. With the recorder off
 from __future__ import annotations
 
 import json
+import logging
 import time
 import uuid
 from typing import Any
 
-from memcore import telemetry
+from memcore import telemetry, tracing
 from serve_apps.deps import TIMING_HEADER
 
 Scope = dict[str, Any]
+log = logging.getLogger(__name__)
 SEARCH_ROUTES = frozenset({"/v1/apps/{app}/users/{user}/memories/search"})
 REQUEST_ID = "x-request-id"
 
@@ -86,12 +88,24 @@ class ObservabilityMiddleware:
                 box["body"].append(message.get("body", b""))
             await send(message)
 
-        try:
-            await self.app(scope, receive, sending)
-        finally:
-            self._record(scope, box, request_id, time.perf_counter() - t0, recording)
+        with tracing.span("http.request", http__request__method=scope.get("method")) as span:
+            try:
+                await self.app(scope, receive, sending)
+            finally:
+                self._record(scope, box, request_id, time.perf_counter() - t0, recording)
+                if span is not None:
+                    span.update_name(f"{scope.get('method')} {route_template(scope)}")
+                    span.set_attribute("http.route", route_template(scope))
+                    span.set_attribute("http.response.status_code", box["status"])
 
     def _record(self, scope: Scope, box: dict[str, Any], request_id: str, seconds: float, recording: bool) -> None:
+        try:
+            self._record_unsafe(scope, box, request_id, seconds, recording)
+        except Exception:
+            log.exception("recording the request's telemetry failed")
+
+    def _record_unsafe(self, scope: Scope, box: dict[str, Any], request_id: str, seconds: float,
+                       recording: bool) -> None:
         if self._known is None:
             self._known = known_apps(scope.get("app"))
         route, status = route_template(scope), box["status"]

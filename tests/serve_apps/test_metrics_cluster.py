@@ -92,7 +92,9 @@ def test_prometheus_series_after_traffic(cluster: dict[str, Any]) -> None:
 
     search = "/v1/apps/{app}/users/{user}/memories/search"
     expected = [
-        ("memcluster_writes_total", {"app": APP, "op": "add"}, 4.0),  # 3 adds + the extracted memory
+        ("memcluster_writes_total", {"app": APP, "op": "add", "source": "api"}, 3.0),
+        ("memcluster_writes_total", {"app": APP, "op": "add", "source": "extraction"}, 1.0),
+        ("memcluster_search_tokens_count", {"app": APP}, 2.0),
         ("memcluster_http_requests_total",
          {"app": APP, "route": "/v1/apps/{app}/users/{user}/memories", "method": "POST", "status_class": "2xx"}, 3.0),
         ("memcluster_http_requests_total", {"app": APP, "route": search, "status_class": "2xx"}, 2.0),
