@@ -61,6 +61,8 @@ def install() -> bool:
     """Record through Ray in this process (when Ray is initialised and metrics are not turned off)."""
     import ray
 
+    if ray.is_initialized():
+        telemetry.setup_event_log()
     if not enabled() or not ray.is_initialized():
         return False
     if not isinstance(telemetry.recorder(), RayRecorder):

@@ -144,7 +144,8 @@ def job_event(job: Any, shard: int, duration_s: float | None = None) -> None:
     if job.status != "running" and job.status != "queued":
         telemetry.log_event("job", job_id=job.job_id, app=job.app, shard=shard, status=job.status,
                             reason=telemetry.reason_class(job.reason), counts=dict(job.counts),
-                            duration_ms=None if duration_s is None else round(duration_s * 1e3, 2))
+                            duration_ms=None if duration_s is None else round(duration_s * 1e3, 2),
+                            detail=job.reason, errors=list(job.errors) or None)  # these two at DEBUG only
 
 
 @contextmanager

@@ -169,7 +169,25 @@ def error_kind(exc: BaseException) -> str:
 # ---------------------------------------------------------------- structured logs
 EVENTS = logging.getLogger("memcluster.events")
 """One JSON line per request (``event: request``) and per job (``event: job``) at INFO."""
-_TEXT_FIELDS = frozenset({"text", "memory", "query", "messages", "content"})
+_TEXT_FIELDS = frozenset({"text", "memory", "query", "messages", "content", "detail", "errors"})
+"""Fields that may hold memory text or user messages: logged only at DEBUG."""
+LOG_LEVEL_VAR = "MEMCLUSTER_EVENT_LOG"
+"""``INFO`` (default): the lines without text; ``DEBUG``: with text fields; ``OFF``: none."""
+
+
+def setup_event_log(level: str | None = None) -> None:
+    """Send the event lines to stderr as bare JSON (once per process; Ray collects worker stderr)."""
+    import os
+    import sys
+
+    name = (level or os.environ.get(LOG_LEVEL_VAR, "INFO")).upper()
+    EVENTS.setLevel(logging.CRITICAL + 1 if name == "OFF" else getattr(logging, name, logging.INFO))
+    if not any(getattr(h, "memcluster_events", False) for h in EVENTS.handlers):
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        handler.memcluster_events = True  # type: ignore[attr-defined]
+        EVENTS.addHandler(handler)
+        EVENTS.propagate = False
 
 
 def log_event(event: str, **fields: Any) -> None:

@@ -97,3 +97,25 @@ def test_tracing_off_is_a_shared_null_context() -> None:
     assert not tracing.enabled()
     assert tracing.span("search_memory", memcluster__app="a") is tracing.span("upsert_memory")
     assert tracing.carrier() is None and tracing.capture() is None
+
+
+def test_one_log_line_per_request_and_per_job(traced: tuple[MemoryClient, InMemorySpanExporter],
+                                              caplog: pytest.LogCaptureFixture) -> None:
+    import json
+    import logging
+
+    from memcore.telemetry import EVENTS
+
+    client, _ = traced
+    with caplog.at_level(logging.INFO, logger=EVENTS.name):
+        job = client.ingest(APP, USER, "s2", [{"role": "user", "content": "I sail a red dinghy."}], wait=20)
+        client.search(APP, USER, "dinghy")
+    lines = [json.loads(r.getMessage()) for r in caplog.records if r.name == EVENTS.name]
+    requests = [x for x in lines if x["event"] == "request"]
+    jobs = [x for x in lines if x["event"] == "job"]
+    assert [r["route"] for r in requests] == ["/v1/apps/{app}/users/{user}/sessions/{session}/events",
+                                              "/v1/apps/{app}/users/{user}/memories/search"]
+    assert all(r["app"] == APP and r["status"] < 300 and r["request_id"] and r["duration_ms"] > 0 for r in requests)
+    assert len(jobs) == 1 and jobs[0]["job_id"] == job.job_id and jobs[0]["status"] == job.status
+    text = "\n".join(r.getMessage() for r in caplog.records if r.name == EVENTS.name)
+    assert "dinghy" not in text and USER not in text
