@@ -374,5 +374,6 @@ READS = frozenset({"status", "get", "read", "search", "search_json", "preload", 
 WRITES = frozenset({"add", "add_many", "backfill", "update", "delete", "clear", "tool", "restore", "ingest",
                     "begin_generation", "reextract_user", "switch_generation", "abort_generation",
                     "drop_generation"})
-LOCAL = frozenset({"close"})
-"""Methods of the object itself, never called through a backend."""
+LOCAL = frozenset({"close", "traced"})
+"""Methods of the object itself, never called by name through a backend (``traced`` is the Ray
+backend's envelope around another method when tracing is on)."""
