@@ -82,8 +82,8 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
     _m("keyword_rebuilds_total", "counter", "Keyword-index rebuilds at shard start.", "shard"),
     _m("keyword_rebuild_duration_ms", "histogram", "Keyword-index rebuild duration (ms).", "shard"),
     # Ray Data jobs (jobs/)
-    _m("data_rows_total", "counter", "Rows through a Ray Data job by stage: read, extracted, embedded, "
-       "written, failed.", "job", "stage"),
+    _m("data_rows_total", "counter", "Rows through a Ray Data job (jobs/) by stage (read, extracted, embedded, "
+       "written, failed) and the job's own counter name; throughput is its rate().", "stage", "counter"),
 )}
 
 
@@ -164,6 +164,29 @@ def error_kind(exc: BaseException) -> str:
     if any(w in text for w in ("tool", "json", "argument", "unreadable", "no choices", "without a message")):
         return "bad_tool_call"
     return "other"
+
+
+def data_stage(counter: str) -> str | None:
+    """The stage of a Ray Data job counter (``turns_read`` → read, ``failed_rows`` → failed), or None."""
+    if counter.startswith("failed") or counter.endswith("_failed"):
+        return "failed"
+    if counter.endswith("_read") or counter == "sessions":
+        return "read"
+    if counter.endswith("_written") or counter == "entries_new":
+        return "written"
+    if counter == "embedded":
+        return "embedded"
+    if counter == "events" or "extract" in counter:
+        return "extracted"
+    return None
+
+
+def count_data_rows(counts: dict[str, int]) -> None:
+    """Count a Ray Data job's reported rows by stage (counters without a stage are not exported)."""
+    for counter, n in counts.items():
+        stage = data_stage(counter)
+        if stage is not None and n:
+            _State.recorder.count("memcluster_data_rows_total", float(n), stage=stage, counter=counter)
 
 
 # ---------------------------------------------------------------- structured logs

@@ -52,3 +52,13 @@ def test_event_line_is_json_and_keeps_text_for_debug_only(caplog: pytest.LogCapt
     with caplog.at_level(logging.DEBUG, logger=telemetry.EVENTS.name):
         telemetry.log_event("job", job_id="0-ab", detail="I keep bees")
     assert json.loads(caplog.records[-1].getMessage())["detail"] == "I keep bees"
+
+
+def test_ray_data_counters_map_to_stages() -> None:
+    stages = {c: telemetry.data_stage(c) for c in
+              ("turns_read", "sessions", "embedded", "sessions_written", "turns_written", "entries_new", "events",
+               "failed_rows", "failed_sessions", "users_failed", "users_done", "skipped")}
+    assert stages == {"turns_read": "read", "sessions": "read", "embedded": "embedded",
+                      "sessions_written": "written", "turns_written": "written", "entries_new": "written",
+                      "events": "extracted", "failed_rows": "failed", "failed_sessions": "failed",
+                      "users_failed": "failed", "users_done": None, "skipped": None}
