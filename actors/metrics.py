@@ -8,28 +8,42 @@ it is idempotent and a no-op outside Ray or with ``MEMCLUSTER_METRICS=0`` (the b
 
 from __future__ import annotations
 
+import logging
 import os
+import queue
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from memcore import telemetry
 from memcore.telemetry import METRICS, Metric
 
-_lock = threading.Lock()
+log = logging.getLogger(__name__)
 
 
 class RayRecorder:
+    """Applies each record on a background thread: a request pays one queue put per record, Ray's
+    metric calls (tag checks, the OpenTelemetry recorder) run off the request path."""
+
     enabled = True
 
     def __init__(self) -> None:
         self._made: dict[str, Any] = {}
+        self._queue: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        threading.Thread(target=self._drain, name="memcluster-metrics", daemon=True).start()
+
+    def _drain(self) -> None:
+        while True:
+            fn = self._queue.get()
+            try:
+                fn()
+            except Exception:
+                log.exception("recording a metric failed")
 
     def _metric(self, name: str) -> Any:
         made = self._made.get(name)
         if made is None:
-            with _lock:
-                made = self._made.get(name) or self._make(METRICS[name])
-                self._made[name] = made
+            made = self._made[name] = self._make(METRICS[name])
         return made
 
     @staticmethod
@@ -43,14 +57,24 @@ class RayRecorder:
                                      tag_keys=spec.labels)
         return metrics.Gauge(spec.name, description=spec.description, tag_keys=spec.labels)
 
+    def submit(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` on the recording thread (work a record needs, such as parsing a response)."""
+        self._queue.put(fn)
+
     def count(self, name: str, value: float = 1.0, **labels: str) -> None:
-        self._metric(name).inc(value, tags=labels)
+        self._queue.put(lambda: self._metric(name).inc(value, tags=labels))
 
     def observe(self, name: str, value: float, **labels: str) -> None:
-        self._metric(name).observe(value, tags=labels)
+        self._queue.put(lambda: self._metric(name).observe(value, tags=labels))
 
     def gauge(self, name: str, value: float, **labels: str) -> None:
-        self._metric(name).set(value, tags=labels)
+        self._queue.put(lambda: self._metric(name).set(value, tags=labels))
+
+    def flush(self, timeout: float = 5.0) -> bool:
+        """Wait until every record submitted so far is applied (tests)."""
+        done = threading.Event()
+        self._queue.put(done.set)
+        return done.wait(timeout)
 
 
 def enabled() -> bool:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -121,6 +122,15 @@ def set_recorder(recorder: Recorder | None) -> None:
 
 def recorder() -> Recorder:
     return _State.recorder
+
+
+def defer(fn: Callable[[], None]) -> None:
+    """Run ``fn`` where the recorder records (its background thread), or now when it has none."""
+    submit = getattr(_State.recorder, "submit", None)
+    if submit is not None:
+        submit(fn)
+    else:
+        fn()
 
 
 def count(name: str, value: float = 1.0, **labels: str) -> None:

@@ -62,6 +62,12 @@ def _hits_and_tokens(body: bytes) -> tuple[int, int]:
     return len(hits), sum(len(str((h.get("entry") or h).get("text", "")).split()) for h in hits)
 
 
+def _observe_hits(body: bytes, app: str) -> None:
+    hits, tokens = _hits_and_tokens(body)
+    telemetry.observe("memcluster_search_hits", float(hits), app=app)
+    telemetry.observe("memcluster_search_tokens", float(tokens), app=app)
+
+
 class ObservabilityMiddleware:
     def __init__(self, app: Any) -> None:
         self.app = app
@@ -118,8 +124,6 @@ class ObservabilityMiddleware:
             if route in SEARCH_ROUTES and box["timing"] and status < 400:
                 for part, ms in parse_timing(box["timing"]).items():
                     telemetry.observe("memcluster_search_part_duration_ms", ms, app=app, part=part)
-                hits, tokens = _hits_and_tokens(b"".join(box["body"]))
-                telemetry.observe("memcluster_search_hits", float(hits), app=app)
-                telemetry.observe("memcluster_search_tokens", float(tokens), app=app)
+                telemetry.defer(lambda: _observe_hits(b"".join(box["body"]), app))  # parsed off the request path
         telemetry.log_event("request", request_id=request_id, app=app, route=route, method=method, status=status,
                             duration_ms=round(seconds * 1e3, 2))
