@@ -53,6 +53,7 @@ CREATE TABLE IF NOT EXISTS events (
     PRIMARY KEY (app, user, session, id)
 );
 CREATE INDEX IF NOT EXISTS events_by_time ON events (app, user, session, ts_us);
+CREATE INDEX IF NOT EXISTS events_unextracted ON events (ts_us) WHERE extracted = 0;
 CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 CREATE VIRTUAL TABLE IF NOT EXISTS events_fts USING fts5 (scope, tokens);
 CREATE TABLE IF NOT EXISTS sessions (
