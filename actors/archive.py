@@ -57,6 +57,7 @@ CREATE TABLE IF NOT EXISTS events (
     PRIMARY KEY (app, user, session, id)
 );
 CREATE INDEX IF NOT EXISTS events_by_time ON events (app, user, session, ts_us);
+CREATE INDEX IF NOT EXISTS events_unextracted ON events (ts_us) WHERE extracted = 0;
 CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 CREATE VIRTUAL TABLE IF NOT EXISTS events_fts USING fts5 (scope, tokens);
 CREATE TABLE IF NOT EXISTS sessions (
@@ -292,6 +293,11 @@ class SqliteArchive:
         rows = self._query(sql + " ORDER BY seq", args)
         return [(q, Event(id=i, role=r, content=c, timestamp=at_us(t), external_context=bool(x)))
                 for q, i, r, c, t, x in rows]
+
+    def oldest_unextracted(self) -> float | None:
+        """Epoch seconds of the oldest turn not extracted yet, over all users (the cursor-lag metric)."""
+        rows = self._query("SELECT min(ts_us) FROM events WHERE extracted = 0")
+        return None if not rows or rows[0][0] is None else rows[0][0] / 1e6
 
     def mark_extracted(self, key: UserKey, session: str, upto_seq: int | None = None,
                        ids: Sequence[str] | None = None) -> int:

@@ -49,6 +49,7 @@ from typing import Any, TypeVar, cast
 from actors.archive import JobRecord, SqliteArchive
 from actors.current import CurrentService
 from actors.queues import Ticket, UserQueues
+from actors.shard_telemetry import extractor_call, job_event, job_span
 from memcore.errors import ConflictError, ExtractorError, MemoryServiceError, NotFoundError
 from memcore.extraction import checkers
 from memcore.extraction.events import Event, ExtractionResult, Message, cursor_of, extractable, identify, parse_messages
@@ -124,12 +125,14 @@ class _Deadline:
 class _TimedExtractor(ExtractorWrapper):
     """The extractor bounded by the job deadline (its capabilities are the inner extractor's)."""
 
-    def __init__(self, inner: Extractor, deadline: _Deadline) -> None:
+    def __init__(self, inner: Extractor, deadline: _Deadline, app: str = "", shard: int = 0) -> None:
         super().__init__(inner)
         self.deadline = deadline
+        self.app, self.shard = app, shard
 
     def call(self, extract: Callable[[], ExtractionResult]) -> ExtractionResult:
-        return self.deadline.bounded(extract, "the extractor")
+        with extractor_call(self.app, self.shard):
+            return self.deadline.bounded(extract, "the extractor")
 
 
 class _TimedEpisodes:
@@ -210,7 +213,7 @@ class ExtractionJobs:
             running = self._running
         return {"extractor": type(self.extractor).__name__, "policy": self.policy, "queued": self._queue.qsize(),
                 "running": running, "capacity": self.capacity, "recovered_on_start": self.recovered,
-                "jobs": self.archive.job_counts()}
+                "jobs": self.archive.job_counts(), "oldest_unextracted": self.archive.oldest_unextracted()}
 
     # ------------------------------------------------------------ ingest
     def ingest(self, key: UserKey, session: str, events: Sequence[Message | Event | dict[str, Any]]) -> JobRecord:
@@ -229,6 +232,7 @@ class ExtractionJobs:
             self.archive.append(key, session, parsed)
             ignored = sum(m.ignored_parts for m in messages)
             job = self.archive.create_job(self._plan(key, session, ignored))
+            job_event(job, self.shard)
             if job.status != "queued":
                 return job
             ticket = self._order.reserve(key)
@@ -281,13 +285,18 @@ class ExtractionJobs:
                 job = self.archive.start_job(job.job_id, sync=sync)
             except NotFoundError:  # its user was erased while it waited: it finds nothing to extract
                 pass
+            t0 = time.perf_counter()
+            job_event(job, self.shard)
+            stack.enter_context(job_span(job, self.shard))
             try:
                 job = self._execute(job, stack)
             except Exception as exc:
                 log.exception("shard %d: job %s crashed", self.shard, job.job_id)
                 job = job.model_copy(update={"status": "failed", "reason": f"{type(exc).__name__}: {exc}",
                                              "cursor": self.archive.last_extract_at(job.key, job.session)})
-            return self.archive.finish_job(job)  # recorded before the user's next job may start
+            job = self.archive.finish_job(job)
+            job_event(job, self.shard, time.perf_counter() - t0)
+            return job  # recorded before the user's next job may start
 
     def _finished_one(self) -> None:
         with self._count_lock:
@@ -317,7 +326,7 @@ class ExtractionJobs:
         try:
             report = run_extraction(
                 self.current.get(), key, todo, write_turn=write_turn,
-                extractor=_TimedExtractor(extractor, deadline),
+                extractor=_TimedExtractor(extractor, deadline, key.app, self.shard),
                 policy=extractor.default_policy if verbatim else self.policy,
                 episodes=_TimedEpisodes(episodes, deadline) if episodes is not None else None,
                 enabled=enabled_operations(app.enabled_tools()), now=cursor_of(todo),

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from actors.shard import READS, ShardCore
+from memcore import tracing
 from memcore.errors import StoreError
 from memcore.ids import shard_of
 from memcore.model import UserKey
@@ -87,6 +88,9 @@ class RayShardBackend:
         delay = 0.05
         while True:
             try:
+                carrier = tracing.carrier()  # None unless tracing is on
+                if carrier is not None:
+                    return await self.actor(shard).traced.remote(carrier, method, *args)
                 return await getattr(self.actor(shard), method).remote(*args)
             except (RayActorError, ActorUnavailableError) as exc:
                 if method not in READS or time.monotonic() > deadline:

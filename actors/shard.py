@@ -38,6 +38,7 @@ from actors.maintenance import Maintenance
 from actors.queues import Ticket, UserQueues
 from actors.sequence import SEQ_FILE, SeqCounter
 from actors.shard_erasure import ShardErasure
+from actors.shard_telemetry import shard_started, spanned, timed_write, traced_call
 from memcore import factory, layout, preload, tools
 from memcore.errors import NotFoundError, PermissionDeniedError, ValidationError
 from memcore.extraction.events import cursor_of, parse_events
@@ -87,6 +88,7 @@ class ShardCore:
         self._gate = threading.Condition()
         self._seq = SeqCounter(layout.shard_dir(settings, shard) / SEQ_FILE)
         self._queues = UserQueues(self._seq.next)
+        t0 = time.perf_counter()
         self.rebuilt = self._recover()
         self.archive = SqliteArchive(layout.shard_dir(settings, shard) / "archive.sqlite3")
         self.jobs = ExtractionJobs(self.current, self.archive, settings, shard, self._writing,
@@ -95,6 +97,7 @@ class ShardCore:
         self.erasure = ShardErasure(settings, shard, self.current, self.archive, self.generations)
         self.maintenance = Maintenance(self.current, self.archive, settings, shard, self._writing,
                                        compact=self.erasure.compact_if_needed, start=start_workers)
+        self.watch = shard_started(self, time.perf_counter() - t0)
 
     # ------------------------------------------------------------ lifecycle
     def _recover(self) -> int | None:
@@ -131,6 +134,7 @@ class ShardCore:
         }
 
     def close(self) -> None:
+        self.watch.close()
         self.maintenance.close()
         self.jobs.close()
         self.generations.close()
@@ -193,10 +197,12 @@ class ShardCore:
         if not self._memory_on(key):
             raise PermissionDeniedError(f"memory is off for app {key.app!r} (memory.apps setting)", field="app")
 
+    @timed_write("add")
     def add(self, key: UserKey, memory: dict[str, Any]) -> Ack:
         self._writable(key)
         return self._write(key, lambda: self.service.add(key, memory))
 
+    @timed_write("add")
     def add_many(self, key: UserKey, memories: list[dict[str, Any]], vectors: Vectors | None = None) -> Ack:
         self._writable(key)
         return self._write(key, lambda: self.service.add_many(key, memories, vectors=vectors))
@@ -238,15 +244,18 @@ class ShardCore:
 
         return self._write(key, run)
 
+    @timed_write("update")
     def update(self, key: UserKey, entry_id: str, memory: dict[str, Any]) -> Ack:
         self._writable(key)
         return self._write(key, lambda: self.service.update(key, entry_id, memory))
 
+    @timed_write("delete")
     def delete(self, key: UserKey, entry_id: str, hard: bool | None = None, purge_sources: bool = False) -> Ack:
         """Delete one entry and the archived turns only it came from (all of its turns with ``purge_sources``):
         hidden on a soft delete, removed on a hard one (:mod:`actors.shard_erasure`)."""
         return self._write(key, lambda: self.erasure.delete(key, entry_id, hard, purge_sources))
 
+    @timed_write("clear")
     def clear(self, key: UserKey, hard: bool | None = None, purge_sources: bool = False) -> Ack:
         """Delete every entry of ``key`` and the archived turns they came from (every turn with
         ``purge_sources``); the value is the number of entries that were active."""
@@ -283,6 +292,7 @@ class ShardCore:
         return self._write(key, lambda: tools.execute(backend, key, name, arguments, enabled=exposed))
 
     # --------------------------------------------------------------- backups
+    @timed_write("restore")
     def restore(self, key: UserKey, entries: list[Any]) -> Ack:
         """Write backed-up entries of ``key`` as they are (:meth:`MemoryService.restore`), in the user's FIFO."""
         for i, e in enumerate(entries):
@@ -300,6 +310,7 @@ class ShardCore:
         return self.service.export(key.app, user=key.user)
 
     # ----------------------------------------------------------- auto memory
+    @spanned("memcluster.ingest")
     def ingest(self, key: UserKey, session: str, events: list[dict[str, Any]]) -> JobRecord:
         """Archive a session's events and record its extraction job (see :mod:`actors.extraction_queue`)."""
         return self.jobs.ingest(key, session, events)
@@ -333,6 +344,7 @@ class ShardCore:
         self.maintenance.touch(key, entries)
         return entries
 
+    @spanned("search_memory")
     def search(
         self, key: UserKey, options: SearchOptions | dict[str, Any], query_vector: Vectors | None = None
     ) -> list[SearchHit]:
@@ -365,6 +377,9 @@ class ShardCore:
                                  count=self.service.token_count)
         self.maintenance.touch(key, result.entries)
         return result
+
+    def traced(self, carrier: dict[str, str] | None, method: str, *args: Any) -> Any:
+        return traced_call(self, carrier, method, *args)  # a call under the caller's trace (tracing on)
 
     def ping(self) -> int:
         return self.shard
@@ -416,5 +431,6 @@ WRITES = frozenset({"add", "add_many", "backfill", "update", "delete", "clear", 
                     "restore", "ingest",
                     "begin_generation", "reextract_user", "switch_generation", "abort_generation",
                     "drop_generation"})
-LOCAL = frozenset({"close"})
-"""Methods of the object itself, never called through a backend."""
+LOCAL = frozenset({"close", "traced"})
+"""Methods of the object itself, never called by name through a backend (``traced`` is the Ray
+backend's envelope around another method when tracing is on)."""

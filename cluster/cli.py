@@ -35,6 +35,7 @@ from typing import Any
 import httpx
 
 from cluster import deploy, ray_auth
+from cluster.status_summary import summarize
 from memcore.settings import Settings
 
 DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "serve.local.yaml"
@@ -152,7 +153,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     ready = deploy.readyz(state["base_url"])
     print(json.dumps({"base_url": state["base_url"], "data_dir": state["data_dir"],
                       "ingress": state.get("ingress", "proxy"), "ray_auth": args.ray_auth.describe(),
-                      "readyz": ready}, indent=2))
+                      "operations": summarize(ready), "readyz": ready}, indent=2))
     return 0 if ready and ready.get("status") == "ready" else 1
 
 

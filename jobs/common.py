@@ -14,7 +14,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from actors import metrics
 from actors.router import actor_name
+from memcore import telemetry
 from memcore.settings import Settings
 
 MAX_FAILURE_SAMPLES = 100
@@ -61,9 +63,11 @@ class JobStats:
         self.started = time.time() if started is None else started
         self.times: dict[str, list[float]] = {}
         """Seconds since the start at which each counter first and last grew (the job's phases)."""
+        metrics.install()  # memcluster_data_rows_total by stage
 
     def add(self, counts: dict[str, int], failures: list[dict[str, Any]] | None = None) -> None:
         now = round(time.time() - self.started, 3)
+        telemetry.count_data_rows(counts)
         for name, n in counts.items():
             self.counts[name] = self.counts.get(name, 0) + int(n)
             if n:

@@ -82,6 +82,7 @@ from serve_apps.http_models import (
     ToolList,
     parse_metadata_filter,
 )
+from serve_apps.observability import ObservabilityMiddleware
 
 __all__ = ["SEQ_HEADER", "TIMING_HEADER", "attach", "create_app"]
 
@@ -281,6 +282,7 @@ def create_app() -> FastAPI:
     )
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, limit=body_limit)
+    app.add_middleware(ObservabilityMiddleware)  # outermost: metrics and the request log line
     user_router = APIRouter(prefix=_USER_PREFIX, route_class=ScopedRoute, dependencies=[Security(_bearer)])
     _memory_routes(user_router)
     tools_router = APIRouter(route_class=ScopedRoute, dependencies=[Security(_bearer)])

@@ -7,6 +7,7 @@ from typing import Any
 from fastapi import FastAPI
 from ray import serve
 
+from actors.metrics import install as install_metrics
 from actors.remote_embedder import RemoteEmbedder
 from actors.router import RayShardBackend
 from memcore.factory import build_embedder
@@ -24,6 +25,7 @@ class IngressDeployment:
 
     def __init__(self, settings: Settings | dict[str, Any], embedder: Any = None) -> None:
         self.settings = Settings.model_validate(settings)
+        install_metrics()
         app_name = serve.get_replica_context().app_name
         self.backend = RayShardBackend(self.settings, lambda: RemoteEmbedder(app_name, EMBEDDER_NAME))
         self.backend.ensure_all()

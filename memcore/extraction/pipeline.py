@@ -23,6 +23,7 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel, Field
 
+from memcore import tracing
 from memcore.errors import MemoryServiceError, StoreError
 from memcore.extraction.episodes import EpisodeResult
 from memcore.extraction.events import Event, build_query, cursor_of
@@ -123,7 +124,8 @@ def run_extraction(
             n_episodes = len(stage.operations)
         rejected.extend(f"episode stage: {r}" for r in stage.rejected)
     target = write_turn() if write_turn is not None and ops else service
-    results = apply_operations(target, key, ops, policy, enabled=enabled)
+    with tracing.span("memcluster.policy", memcluster__policy=policy, memcluster__operations=len(ops)):
+        results = apply_operations(target, key, ops, policy, enabled=enabled)
     return ExtractionReport(
         results=results,
         rejected=rejected,

@@ -18,6 +18,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+from memcore import tracing
 from memcore.errors import MemoryServiceError, NotFoundError, ValidationError
 from memcore.ids import memory_id
 from memcore.model import Entry, Memory, Operation, OperationType, SearchHit, UserKey
@@ -104,7 +105,8 @@ def apply_operations(
             plan = _gate(planner(op, store), op, store)
             result.action, result.reason = plan.action, plan.reason or None
             result.memory_id = plan.target or op.memory_id
-            result.effective_id, result.status, extra = _execute(service, key, plan)
+            with tracing.span(tracing.WRITE_SPANS.get(plan.action, "memcluster.skip"), memcluster__app=key.app):
+                result.effective_id, result.status, extra = _execute(service, key, plan)
             if extra:
                 result.reason = f"{result.reason}; {extra}" if result.reason else extra
             if plan.action == "update" and plan.target and result.effective_id and result.effective_id != plan.target:

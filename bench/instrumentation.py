@@ -1,0 +1,124 @@
+"""The cost of instrumentation, measured with the HTTP benchmark's machinery (:mod:`bench.http_api`):
+the same stores behind Ray Serve, search at concurrency 1, with metrics on (``ray.util.metrics``
+recorder installed in the ingress and the shard actors) and off (``MEMCLUSTER_METRICS=0``), in
+alternating rounds of one run (a fresh Ray cluster per round), so drift hits both arms alike.
+Tracing stays off in both arms (no OTLP endpoint), which is the default.
+
+    unshare -n sh -c 'ip link set lo up && .venv/bin/python -m bench.instrumentation --entries 5000'
+
+Writes bench/results/instrumentation.json and .md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+
+from bench.data import embed_cached, load_locomo, memory_dataset, memory_texts
+from bench.http_api import APP, populate
+from bench.report import RESULTS, machine_info, md_table, write_json
+from bench.serve_cluster import start_serve, stop_serve
+from bench.timing import percentiles
+
+LIMIT_PCT = 5.0
+
+
+def one_round(settings: Any, queries: list[tuple[int, str]], port: int, metrics: bool) -> list[float]:
+    """Search latencies (ms) of every query at concurrency 1 on a fresh cluster, metrics on or off."""
+    os.environ["MEMCLUSTER_METRICS"] = "1" if metrics else "0"
+    base = start_serve(settings, port)
+    try:
+        jobs = [(f"/v1/apps/{APP}/users/user-{u:04d}/memories/search", {"query": q}) for u, q in queries]
+        lat: list[float] = []
+        with httpx.Client(base_url=base, timeout=60) as client:
+            for path, body in jobs[:40]:  # warm-up
+                client.post(path, json=body).raise_for_status()
+            for path, body in jobs:
+                t0 = time.perf_counter()
+                client.post(path, json=body).raise_for_status()
+                lat.append((time.perf_counter() - t0) * 1e3)
+        return lat
+    finally:
+        stop_serve()
+
+
+def render(res: dict[str, Any]) -> str:
+    """The markdown report of a result (also re-renders a saved JSON)."""
+    cfg, arms, delta = res["config"], res["search_c1"], res["p50_delta_pct"]
+    rows = [[arm, f"{a['p50']:.2f}", f"{a['p90']:.2f}", f"{a['p99']:.2f}", str(a["n"])] for arm, a in arms.items()]
+    per_round = [[str(r["round"]), r["metrics"], f"{r['p50']:.2f}"] for r in res.get("rounds", [])]
+    text = (f"# Cost of instrumentation (search over HTTP, concurrency 1)\n\n{cfg['entries']:,} entries, "
+            f"{cfg['users']} users, {cfg['shards']} shards, {cfg['embedder']}; {cfg['rounds']} alternating rounds "
+            f"per arm (a fresh Ray cluster each), {cfg['queries']} searches each; load average "
+            f"{res['machine'].get('load_average', '?')}.\n\n"
+            + "\n".join(md_table(["metrics", "p50 ms", "p90 ms", "p99 ms", "n"], rows))
+            + f"\n\np50 with metrics on vs off: {delta:+.2f} % (cost limit {LIMIT_PCT:g} %: "
+            f"{'met' if delta <= LIMIT_PCT else 'NOT met'}).\n")
+    if per_round:
+        spread = [r["p50"] for r in res["rounds"]]
+        text += ("\nPer round (the spread between rounds of one arm is this machine's noise: "
+                 f"{min(spread):.2f}–{max(spread):.2f} ms):\n\n"
+                 + "\n".join(md_table(["round", "metrics", "p50 ms"], per_round)) + "\n")
+    return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--entries", type=int, default=5000)
+    p.add_argument("--users", type=int, default=200)
+    p.add_argument("--queries", type=int, default=300)
+    p.add_argument("--rounds", type=int, default=2, help="rounds per arm, alternating on/off")
+    p.add_argument("--port", type=int, default=8124)
+    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--out", default=str(RESULTS / "instrumentation.json"))
+    args = p.parse_args(argv)
+
+    from memcore.factory import build_embedder
+    from memcore.settings import Settings
+
+    settings = Settings(data_dir=Path(tempfile.mkdtemp(prefix="memcluster-instr-bench-")), shards=4,
+                        namespace="memcluster-bench")
+    embedder = build_embedder(settings.embedder)
+    texts, base = memory_texts(args.entries, args.seed)
+    mems, user_of = memory_dataset(texts, base, args.seed, args.users)
+    vecs, _ = embed_cached(f"http_{settings.embedder.kind}", lambda m: memory_texts(m, args.seed)[0],
+                           args.entries, embedder.embed_passages)
+    _, questions = load_locomo()
+    rng = np.random.default_rng(args.seed)
+    users = np.unique(user_of)
+    queries = [(int(rng.choice(users)), questions[int(i)].text)
+               for i in rng.choice(len(questions), size=args.queries, replace=False)]
+    for core in populate(settings, embedder, mems, user_of, vecs):
+        core.close()
+    lat: dict[str, list[float]] = {"on": [], "off": []}
+    rounds: list[dict[str, Any]] = []
+    for r in range(args.rounds):
+        for arm in (("on", "off") if r % 2 == 0 else ("off", "on")):
+            got = one_round(settings, queries, args.port, arm == "on")
+            lat[arm] += got
+            rounds.append({"round": r, "metrics": arm, "p50": round(float(np.median(got)), 3)})
+            print(f"round {r} metrics {arm}: p50 {np.median(got):.2f} ms", flush=True)
+    arms = {arm: percentiles(v) for arm, v in lat.items()}
+    delta = (arms["on"]["p50"] - arms["off"]["p50"]) / arms["off"]["p50"] * 100
+    res = {"machine": machine_info(), "config": {"entries": args.entries, "users": args.users,
+                                                 "queries": args.queries, "rounds": args.rounds,
+                                                 "shards": settings.shards, "embedder": embedder.name},
+           "search_c1": arms, "rounds": rounds,
+           "p50_delta_pct": round(delta, 2), "within_limit": delta <= LIMIT_PCT}
+    out = Path(args.out)
+    write_json(out, res)
+    md = render(res)
+    out.with_suffix(".md").write_text(md)
+    print(md)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
