@@ -39,7 +39,7 @@ from cluster.status_summary import summarize
 from memcore.settings import Settings
 
 DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "serve.local.yaml"
-NOT_RUNNING = "memcluster is not running here: start it with `memctl up`"
+NOT_RUNNING = deploy.NOT_RUNNING
 
 
 def state_file() -> Path:

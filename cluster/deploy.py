@@ -153,6 +153,10 @@ def load_plan(config: Path, settings_file: str | None = None, **flags: Any) -> P
     return Plan(settings=settings, host=settings.http.host, port=settings.http.port, apps=apps)
 
 
+NOT_RUNNING = "memcluster is not running here: start it with `memctl up`"
+"""What a memctl command says when nothing answers (one line, naming what to run first)."""
+
+
 def port_in_use(host: str, port: int) -> bool:
     """True when something accepts connections on ``host:port`` (checked before ``up`` starts anything)."""
     target = "127.0.0.1" if host in ("0.0.0.0", "") else "::1" if host == "::" else host

@@ -20,7 +20,8 @@ from typing import Any
 import httpx
 
 from cluster.backup import TIMEOUT, api_key, base_url
-from memclient import MemclientError, MemoryClient
+from cluster.deploy import NOT_RUNNING
+from memclient import MemclientError, MemoryClient, Unreachable
 
 
 def _run(name: str, args: argparse.Namespace, state: Callable[[], dict[str, Any] | None],
@@ -29,6 +30,9 @@ def _run(name: str, args: argparse.Namespace, state: Callable[[], dict[str, Any]
     try:
         with MemoryClient(url, api_key=api_key(args.api_key), timeout=TIMEOUT.read or 600.0) as client:
             result = call(client)
+    except (Unreachable, httpx.ConnectError):
+        print(f"memctl {name}: nothing answers at {url}: {NOT_RUNNING} (or pass --url)", file=sys.stderr)
+        return 1
     except (MemclientError, httpx.HTTPError) as exc:
         print(f"memctl {name}: {url}: {exc}", file=sys.stderr)
         return 1

@@ -68,6 +68,10 @@ def test_memctl_on_a_fresh_home_works_or_says_what_to_run_first(tmp_path: Path) 
                     f"http://127.0.0.1:{free_port()}", env=env)
     assert export.returncode == 1 and "memctl up" in one_line(export)
     assert not (tmp_path / "x.jsonl").exists()
+    nowhere = f"http://127.0.0.1:{free_port()}"
+    for args in (("forget", "--app", "demo", "--user", "alice", "--url", nowhere), ("compact", "--url", nowhere)):
+        erase = memctl(*args, env=env)
+        assert erase.returncode == 1 and "memctl up" in one_line(erase), args
     for args in (("backfill", "--locomo", str(tmp_path / "none.json"), "--app", "demo"), ("reextract", "--list")):
         job = memctl(*args, env=env)
         assert job.returncode != 0 and "memctl up" in one_line(job), args
