@@ -15,7 +15,7 @@ import pytest
 from examples.agent import AgentConfig, MemoryAgent
 from memclient import MemoryClient
 from testkit.scripted_llm import Reply, ScriptedLLM, messages_text, tool_call
-from tests.serve_apps.test_cluster import _wait_ready
+from tests.serve_apps.ray_app import serve_memcluster
 
 pytestmark = pytest.mark.ray
 
@@ -35,12 +35,6 @@ def extract(request: dict[str, Any]) -> Reply:
 
 @pytest.fixture(scope="module")
 def cluster(serve_port: int, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    import ray
-    from ray import serve
-
-    from actors.router import actor_name
-    from serve_apps.builder import build_app
-
     with ScriptedLLM([extract] * 50) as extractor:
         settings = {
             "data_dir": str(tmp_path_factory.mktemp("agent-auto")), "shards": 2, "namespace": NAMESPACE,
@@ -49,13 +43,8 @@ def cluster(serve_port: int, tmp_path_factory: pytest.TempPathFactory) -> Iterat
             "memory": {"apps": {"agentic": {"tool_mode": "agentic"}}},
             "extractor": {"base_url": extractor.base_url, "model": "scripted-extractor", "job_timeout_s": 20},
         }
-        serve.run(build_app({"settings": settings}), name="memagent", route_prefix=PREFIX)
-        base = f"http://127.0.0.1:{serve_port}{PREFIX}"
-        _wait_ready(base)
-        yield {"base": base, "extractor": extractor}
-        serve.delete("memagent")
-        for k in range(2):
-            ray.kill(ray.get_actor(actor_name(k), namespace=NAMESPACE))
+        with serve_memcluster(serve_port, "memagent", PREFIX, settings) as base:
+            yield {"base": base, "extractor": extractor}
 
 
 def answer_from_memory(request: dict[str, Any]) -> str:

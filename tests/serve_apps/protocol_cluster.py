@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from tests.serve_apps.test_cluster import _wait_ready
+from tests.serve_apps.ray_app import wait_ready
 
 
 @contextmanager
@@ -25,7 +25,7 @@ def deployed(serve_port: int, data_dir: Path, *, name: str, prefix: str, keys: d
             "embedder": {"kind": "hashing", "dim": 256}, "api_keys": keys, **settings}
     serve.run(build_app({"settings": conf}), name=name, route_prefix=prefix)
     base = f"http://127.0.0.1:{serve_port}{prefix}"
-    _wait_ready(base)
+    wait_ready(base)
     try:
         yield base
     finally:

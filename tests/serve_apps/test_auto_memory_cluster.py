@@ -17,7 +17,7 @@ import pytest
 
 from testkit.scripted_llm import Reply, ScriptedLLM
 from tests.auto_memory import remember_tokens, turns
-from tests.serve_apps.test_cluster import _wait_ready
+from tests.serve_apps.ray_app import wait_ready
 
 pytestmark = pytest.mark.ray
 
@@ -52,7 +52,7 @@ def auto(serve_port: int, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         }
         serve.run(build_app({"settings": settings}), name="memauto", route_prefix=PREFIX)
         base = f"http://127.0.0.1:{serve_port}{PREFIX}"
-        _wait_ready(base)
+        wait_ready(base)
         yield {"base": base, "llm": llm, "state": state}
         serve.delete("memauto")
         for k in range(2):
@@ -117,7 +117,7 @@ def test_killed_shard_finishes_every_accepted_job(auto: dict[str, Any]) -> None:
         assert status["extraction"]["queued"] == 3 and status["extraction"]["running"] == 1
         os.kill(status["pid"], signal.SIGKILL)  # mid-job, three more queued
         auto["state"]["delay"] = 0.0
-        ready = _wait_ready(auto["base"])
+        ready = wait_ready(auto["base"])
         restarted = next(s for s in ready["shards"] if s["shard"] == shard)
         assert restarted["pid"] != status["pid"] and restarted["extraction"]["recovered_on_start"] == 4
         jobs = [_wait_job(h, auto, j, timeout=120) for j in accepted]

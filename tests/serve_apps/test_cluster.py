@@ -6,13 +6,14 @@ import asyncio
 import os
 import shutil
 import signal
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+
+from tests.serve_apps.ray_app import wait_ready
 
 pytestmark = pytest.mark.ray
 
@@ -23,19 +24,7 @@ def _auth(app: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {KEYS[app]}"}
 
 
-def _wait_ready(base: str, timeout: float = 120.0) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            r = httpx.get(f"{base}/readyz", timeout=5)
-            if r.status_code == 200:
-                return dict(r.json())
-            last = r.text
-        except httpx.HTTPError as exc:
-            last = exc
-        time.sleep(0.5)
-    raise AssertionError(f"not ready: {last}")
+
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +39,7 @@ def cluster(serve_port: int, tmp_path_factory: pytest.TempPathFactory) -> Iterat
                 "embedder": {"kind": "hashing", "dim": 256}, "api_keys": KEYS}
     serve.run(build_app({"settings": settings}), name="memcluster", route_prefix="/")
     base = f"http://127.0.0.1:{port}"
-    _wait_ready(base)
+    wait_ready(base)
     yield {"base": base, "data_dir": data_dir}
     serve.delete("memcluster")
     import ray
@@ -162,7 +151,7 @@ def test_killed_shard_loses_no_acknowledged_write(cluster: dict[str, Any]) -> No
         assert killed
         # The user's write numbers keep rising across the crash (the counter is durable), never restart at 1.
         assert seqs == sorted(set(seqs)) and seqs[-1] >= len(seqs)
-        ready = _wait_ready(cluster["base"])
+        ready = wait_ready(cluster["base"])
         entries = h.get(_url(cluster, "app1", "grace", "/memories?limit=1000")).json()["entries"]
         assert set(acked) <= {e["id"] for e in entries}
         assert len(acked) >= 60 - failed

@@ -17,7 +17,7 @@ import pytest
 
 from cluster.cli import parser
 from memclient import MemoryClient
-from tests.serve_apps.test_cluster import _wait_ready
+from tests.serve_apps.ray_app import serve_memcluster
 
 pytestmark = pytest.mark.ray
 
@@ -39,24 +39,15 @@ def byte_scan(root: Path, marker: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def cluster(serve_port: int, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    import ray
-    from ray import serve
 
-    from actors.router import actor_name
     from memcore.settings import Settings
-    from serve_apps.builder import build_app
 
     data = tmp_path_factory.mktemp("erasure")
     settings = {"data_dir": str(data), "shards": 2, "namespace": NAMESPACE,
                 "embedder": {"kind": "hashing", "dim": 128}, "api_keys": {APP: KEY}}
-    serve.run(build_app({"settings": settings}), name="memerasure", route_prefix=PREFIX)
-    base = f"http://127.0.0.1:{serve_port}{PREFIX}"
-    _wait_ready(base)
-    with MemoryClient(base, api_key=KEY, timeout=60) as client:
+    with serve_memcluster(serve_port, "memerasure", PREFIX, settings) as base, \
+            MemoryClient(base, api_key=KEY, timeout=60) as client:
         yield {"base": base, "data": data, "client": client, "settings": Settings.model_validate(settings)}
-    serve.delete("memerasure")
-    for k in range(2):
-        ray.kill(ray.get_actor(actor_name(k), namespace=NAMESPACE))
 
 
 def plant(c: MemoryClient, user: str, marker: str) -> None:

@@ -15,23 +15,13 @@ pytestmark = pytest.mark.ray
 
 @pytest.fixture(scope="module")
 def ray_memcluster(serve_port: int, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    import ray
-    from ray import serve
-
-    from actors.router import actor_name
-    from serve_apps.builder import build_app
-    from tests.serve_apps.test_cluster import _wait_ready
+    from tests.serve_apps.ray_app import serve_memcluster
 
     app, key, namespace, prefix = "lg-graph", "lg-graph-key-0123456789", "memcluster-lg-test", "/lg"
     settings = {"data_dir": str(tmp_path_factory.mktemp("lg-ray")), "shards": 2, "namespace": namespace,
                 "embedder": {"kind": "hashing", "dim": 256}, "api_keys": {app: key}}
-    serve.run(build_app({"settings": settings}), name="memlg", route_prefix=prefix)
-    base = f"http://127.0.0.1:{serve_port}{prefix}"
-    _wait_ready(base)
-    yield {"base": base, "key": key}
-    serve.delete("memlg")
-    for k in range(2):
-        ray.kill(ray.get_actor(actor_name(k), namespace=namespace))
+    with serve_memcluster(serve_port, "memlg", prefix, settings) as base:
+        yield {"base": base, "key": key}
 
 
 def test_two_sessions_on_the_ray_cluster(ray_memcluster: dict[str, str]) -> None:

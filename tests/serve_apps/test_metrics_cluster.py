@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from memclient import MemoryClient
 from testkit.scripted_llm import Reply, ScriptedLLM, tool_call
-from tests.serve_apps.test_cluster import _wait_ready
+from tests.serve_apps.ray_app import serve_memcluster
 
 pytestmark = pytest.mark.ray
 
@@ -31,11 +31,7 @@ RAY_NOISE = {"Component", "NodeAddress", "SessionName", "Version", "WorkerId", "
 
 @pytest.fixture(scope="module")
 def cluster(serve_port: int, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    import ray
-    from ray import serve
 
-    from actors.router import actor_name
-    from serve_apps.builder import build_app
 
     script = [Reply(status=500, body={"error": {"message": "scripted outage", "type": "server_error"}}),
               Reply(tool_calls=(tool_call("memory_add", {"memory": FACT, "topics": ["bees"]}),))]
@@ -45,13 +41,8 @@ def cluster(serve_port: int, tmp_path_factory: pytest.TempPathFactory) -> Iterat
             "embedder": {"kind": "hashing", "dim": 256}, "api_keys": {APP: KEY},
             "extractor": {"base_url": extractor.base_url, "model": "scripted-extractor", "job_timeout_s": 20},
         }
-        serve.run(build_app({"settings": settings}), name="memmetrics", route_prefix=PREFIX)
-        base = f"http://127.0.0.1:{serve_port}{PREFIX}"
-        _wait_ready(base)
-        yield {"base": base, "extractor": extractor}
-        serve.delete("memmetrics")
-        for k in range(2):
-            ray.kill(ray.get_actor(actor_name(k), namespace=NAMESPACE))
+        with serve_memcluster(serve_port, "memmetrics", PREFIX, settings) as base:
+            yield {"base": base, "extractor": extractor}
 
 
 def scrape() -> dict[str, dict[tuple[tuple[str, str], ...], float]]:

@@ -1,0 +1,48 @@
+"""memcluster's Serve app on the session Ray cluster, for the tests that need the real cluster path
+(Serve ingress → shard actors): deploy under a route prefix, wait for ``/readyz``, and on exit delete
+the app and kill its detached shard actors."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import httpx
+
+
+def wait_ready(base: str, timeout: float = 120.0) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            r = httpx.get(f"{base}/readyz", timeout=5)
+            if r.status_code == 200:
+                return dict(r.json())
+            last = r.text
+        except httpx.HTTPError as exc:
+            last = exc
+        time.sleep(0.5)
+    raise AssertionError(f"not ready: {last}")
+
+
+@contextmanager
+def serve_memcluster(serve_port: int, name: str, prefix: str, settings: dict[str, Any]) -> Iterator[str]:
+    """Deploy the app ``name`` at ``prefix`` with ``settings`` (``shards`` and ``namespace`` required);
+    yields its base URL."""
+    import ray
+    from ray import serve
+
+    from actors.router import actor_name
+    from serve_apps.builder import build_app
+
+    serve.run(build_app({"settings": settings}), name=name, route_prefix=prefix)
+    base = f"http://127.0.0.1:{serve_port}{prefix}"
+    try:
+        wait_ready(base)
+        yield base
+    finally:
+        serve.delete(name)
+        for k in range(int(settings["shards"])):
+            ray.kill(ray.get_actor(actor_name(k), namespace=settings["namespace"]))
