@@ -261,6 +261,7 @@ class ShardCore:
         ``purge_sources``); the value is the number of entries that were active."""
         return self._write(key, lambda: self.erasure.clear(key, hard, purge_sources)["entries"])
 
+    @timed_write("forget")
     def forget(self, key: UserKey) -> Ack:
         """Erase ``key`` completely (entries, tombstones, archived turns, cursors, jobs, access times, every
         generation, the user's write counter); the value counts what was removed. Compaction then removes

@@ -61,8 +61,9 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
     _m("search_tokens", "histogram", "Whitespace tokens of the hits returned per search.", "app",
        buckets=(10, 50, 100, 250, 500, 1000, 2000, 5000, 10000)),
     # writes (the shard)
-    _m("writes_total", "counter", "Writes through the shard by op (add, update, delete, clear, restore) and "
-       "source (api: an API call; extraction: an applied extracted operation).", "app", "shard", "op", "source"),
+    _m("writes_total", "counter", "Writes through the shard by op (add, update, delete, clear, restore, forget: "
+       "an erasure) and source (api: an API call; extraction: an applied extracted operation).",
+       "app", "shard", "op", "source"),
     _m("write_duration_ms", "histogram", "Write latency inside the shard, store flush included (ms).",
        "app", "shard", "op"),
     # extraction (actors.extraction_queue)

@@ -22,7 +22,7 @@ from typing import Any
 ENDPOINT_VARS = ("MEMCLUSTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
 GENAI = frozenset({"search_memory", "upsert_memory", "delete_memory"})
 WRITE_SPANS = {"add": "upsert_memory", "update": "upsert_memory", "restore": "upsert_memory",
-               "delete": "delete_memory", "clear": "delete_memory"}
+               "delete": "delete_memory", "clear": "delete_memory", "forget": "delete_memory"}
 _NULL: AbstractContextManager[None] = nullcontext()
 
 
