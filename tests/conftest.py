@@ -14,6 +14,18 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
+@pytest.fixture(autouse=True)
+def no_process_recorder() -> Iterator[None]:
+    """Each test starts and ends with this process recording no metrics: a job run in the test process
+    (the backfill job installs Ray's recorder in its driver) must not change how later tests' telemetry
+    and event logs behave (its background thread defers their records)."""
+    from memcore import telemetry
+
+    telemetry.set_recorder(None)
+    yield
+    telemetry.set_recorder(None)
+
+
 @pytest.fixture(scope="session")
 def hashing_embedder():  # type: ignore[no-untyped-def]
     """A fast deterministic test double (the real default is MiniLM)."""
