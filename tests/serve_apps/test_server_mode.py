@@ -17,6 +17,7 @@ from the shared collection, and a re-extraction generation switch behind the col
 from __future__ import annotations
 
 import shutil
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -292,11 +293,17 @@ def test_export_import_round_trip_across_modes(deployments: dict[str, Served], o
         report = ok(c.post(f"/v1/apps/{APP}/import", content=exports["edge"]))
         assert report["entries"] == exports["edge"].count(b"\n")
         assert c.get(f"/v1/apps/{APP}/export").content == exports["edge"]
-        again = [[ranking(ok(c.post(f"/v1/apps/{APP}/users/{u}/memories/search", json=q))["hits"])
-                  for q in SEARCHES] for u in ("alice", "bob")]
-    with deployments["edge"].client() as c:
-        expected = [[ranking(ok(c.post(f"/v1/apps/{APP}/users/{u}/memories/search", json=q))["hits"])
-                     for q in SEARCHES] for u in ("alice", "bob")]
+        with deployments["edge"].client() as e:
+            expected = [[ranking(ok(e.post(f"/v1/apps/{APP}/users/{u}/memories/search", json=q))["hits"])
+                         for q in SEARCHES] for u in ("alice", "bob")]
+        # the restored keyword index commits every keywords.commit_interval_s: under load, give it a moment
+        deadline = time.monotonic() + 10
+        while True:
+            again = [[ranking(ok(c.post(f"/v1/apps/{APP}/users/{u}/memories/search", json=q))["hits"])
+                      for q in SEARCHES] for u in ("alice", "bob")]
+            if _without_scores(again) == _without_scores(expected) or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
     assert _without_scores(again) == _without_scores(expected)
 
 
