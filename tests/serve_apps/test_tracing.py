@@ -7,6 +7,7 @@ attribute carries the user id; with tracing off a span is the shared null contex
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -49,8 +50,17 @@ def traced(tmp_path: Any) -> Iterator[tuple[MemoryClient, InMemorySpanExporter]]
             tracing.disable()
 
 
-def by_trace(spans: tuple[ReadableSpan, ...], root_name: str) -> list[ReadableSpan]:
-    roots = [s for s in spans if s.name == root_name]
+def by_trace(exporter: InMemorySpanExporter, root_name: str, timeout_s: float = 10.0) -> list[ReadableSpan]:
+    """The finished spans of the one trace whose root is ``root_name``. The server's request span ends
+    after the response has been sent, so the client can hold the answer before the span is exported:
+    wait for it (bounded) rather than read the exporter once."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        spans = exporter.get_finished_spans()
+        roots = [s for s in spans if s.name == root_name]
+        if roots or time.monotonic() > deadline:
+            break
+        time.sleep(0.02)
     assert len(roots) == 1, [s.name for s in spans]
     trace_id = roots[0].context.trace_id
     return [s for s in spans if s.context.trace_id == trace_id]
@@ -66,7 +76,7 @@ def test_one_ingest_is_one_connected_trace(traced: tuple[MemoryClient, InMemoryS
     job = client.ingest(APP, USER, "s1", [{"role": "user", "content": "I sail a red dinghy."},
                                           {"role": "assistant", "content": "Lovely."}], wait=20)
     assert job.status == "done", job.data
-    spans = by_trace(exporter.get_finished_spans(), "POST /v1/apps/{app}/users/{user}/sessions/{session}/events")
+    spans = by_trace(exporter, "POST /v1/apps/{app}/users/{user}/sessions/{session}/events")
     names = {s.name for s in spans}
     chain = {"memcluster.ingest": "POST /v1/apps/{app}/users/{user}/sessions/{session}/events",
              "memcluster.job": "memcluster.ingest", "memcluster.extractor_call": "memcluster.job",
@@ -81,7 +91,7 @@ def test_one_ingest_is_one_connected_trace(traced: tuple[MemoryClient, InMemoryS
     exporter.clear()
     hits = client.search(APP, USER, "dinghy")
     assert hits and FACT in hits[0].entry.text
-    spans = by_trace(exporter.get_finished_spans(), "POST /v1/apps/{app}/users/{user}/memories/search")
+    spans = by_trace(exporter, "POST /v1/apps/{app}/users/{user}/memories/search")
     search = [s for s in spans if s.name == "search_memory"]
     assert len(search) == 1 and parent_name(search[0], spans).startswith("POST ")  # type: ignore[union-attr]
 
@@ -110,6 +120,10 @@ def test_one_log_line_per_request_and_per_job(traced: tuple[MemoryClient, InMemo
     with caplog.at_level(logging.INFO, logger=EVENTS.name):
         job = client.ingest(APP, USER, "s2", [{"role": "user", "content": "I sail a red dinghy."}], wait=20)
         client.search(APP, USER, "dinghy")
+        deadline = time.monotonic() + 10  # the request line is written once the response has been sent
+        while (sum('"event":"request"' in r.getMessage() for r in caplog.records if r.name == EVENTS.name) < 2
+               and time.monotonic() < deadline):
+            time.sleep(0.02)
     lines = [json.loads(r.getMessage()) for r in caplog.records if r.name == EVENTS.name]
     requests = [x for x in lines if x["event"] == "request"]
     jobs = [x for x in lines if x["event"] == "job"]
