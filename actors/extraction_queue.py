@@ -46,8 +46,9 @@ from contextlib import AbstractContextManager, ExitStack
 from datetime import datetime, timedelta
 from typing import Any, TypeVar, cast
 
-from actors.archive import JobRecord, SqliteArchive
+from actors.archive import SqliteArchive
 from actors.current import CurrentService
+from actors.job_table import JobRecord
 from actors.queues import Ticket, UserQueues
 from actors.shard_telemetry import extractor_call, job_event, job_span
 from memcore.errors import ConflictError, ExtractorError, MemoryServiceError, NotFoundError

@@ -30,10 +30,11 @@ from typing import Any, TypeVar
 import numpy as np
 from pydantic import TypeAdapter
 
-from actors.archive import JobRecord, RecallHit, SqliteArchive
+from actors.archive import RecallHit, SqliteArchive
 from actors.current import CurrentService
 from actors.extraction_queue import ExtractionJobs
 from actors.generations import Generations
+from actors.job_table import JobRecord
 from actors.maintenance import Maintenance
 from actors.queues import Ticket, UserQueues
 from actors.sequence import SEQ_FILE, SeqCounter

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
-from actors.archive import JobRecord, RecallHit
+from actors.archive import RecallHit
 from actors.backend import ShardBackend, unwrap
+from actors.job_table import JobRecord
 from memcore.model import Entry, InjectionMode, PreloadResult, TopicsMatch, UserKey
 from memcore.ports import Vectors
 from memcore.settings import ToolMode

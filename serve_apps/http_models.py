@@ -15,7 +15,8 @@ from typing import Annotated, Any, Literal
 from fastapi import Query
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from actors.archive import JobStatus, RecallHit
+from actors.archive import RecallHit
+from actors.job_table import JobStatus
 from memcore.errors import ValidationError
 from memcore.extraction.events import MessageBatch
 from memcore.metadata import MetadataError, Scalar, check_filter

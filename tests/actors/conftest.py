@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from actors.archive import JobRecord
+from actors.job_table import JobRecord
 from actors.shard import ShardCore
 from memcore.settings import Settings
 

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from actors.archive import JobRecord, SqliteArchive, from_us, to_us
+from actors.archive import SqliteArchive
+from actors.job_table import JobRecord
+from actors.timestamps import from_us, to_us
 from memcore.errors import NotFoundError
 from memcore.extraction.events import Event
 from memcore.model import UserKey

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from actors.archive import JobRecord
 from actors.extraction_queue import job_shard, new_job_id
+from actors.job_table import JobRecord
 from actors.shard import ShardCore
 from memcore.errors import ValidationError
 from memcore.extraction.events import ExtractionResult

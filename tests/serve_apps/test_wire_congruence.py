@@ -7,7 +7,8 @@ from __future__ import annotations
 import inspect
 import typing
 
-from actors.archive import JobRecord, RecallHit
+from actors.archive import RecallHit
+from actors.job_table import JobRecord
 from actors.shard import LOCAL, READS, WRITES, ShardCore
 from actors.shard_client import ShardClient
 from memclient import AsyncMemoryClient, MemoryClient
