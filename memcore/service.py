@@ -248,11 +248,12 @@ class MemoryService:
                 hits = fusion.merge_kind_fallback(hits, self._search_once(key, opts, qvec, None), opts.kind)
         if opts.deduplicate:
             hits = fusion.deduplicate(hits)
+        windows = hits
         if opts.hybrid and Knobs.of(opts, self.config).merge_overlapping:
             hits = fusion.merge_overlapping(hits, opts.max_results, scan=opts.max_results * self.config.merge_scan)
         hits = hits[: opts.max_results]
         if opts.max_tokens is not None:
-            hits = budget.fit_hits(hits, opts.max_tokens, opts.query, self.token_count)
+            hits = budget.fit_hits(hits, opts.max_tokens, opts.query, self.token_count, windows=windows)
         if opts.order_by_event_time:
             hits = fusion.order_by_event_time(hits)
         return hits

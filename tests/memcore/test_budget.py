@@ -60,17 +60,46 @@ def test_fit_hits_never_exceeds_the_budget_and_cuts_exactly(hits: list[SearchHit
     count = COUNTERS[which]
     got = budget.fit_hits(hits, max_tokens, query, count)
     assert sum(count(h.entry.text) for h in got) <= max_tokens
-    assert [h.entry.id for h in got] == [h.entry.id for h in hits[: len(got)]]  # rank order, a prefix
-    for original, h in zip(hits, got, strict=False):
+    if sum(count(h.entry.text) for h in hits) <= max_tokens:
+        assert got == hits  # everything fits: nothing is touched
+    ids = [h.entry.id for h in hits]
+    assert [ids.index(h.entry.id) for h in got] == sorted({ids.index(h.entry.id) for h in got})  # rank order
+    by_id = {h.entry.id: h for h in hits}
+    for h in got:
         if h.cut:
-            assert_cut_is_exact(original.entry, h)
+            assert_cut_is_exact(by_id[h.entry.id].entry, h)
         else:
-            assert h.entry == original.entry
-    assert all(not h.cut for h in got[:-1])  # only the last one may be cut
-    if len(got) < len(hits):  # the next hit did not fit, not even in part
-        rest = max_tokens - sum(count(h.entry.text) for h in got)
-        if not got or not got[-1].cut:
-            assert count(hits[len(got)].entry.text) > rest
+            assert h.entry == by_id[h.entry.id].entry
+    if which == 0:  # whitespace counts add up line by line: whatever was left out did not fit any more
+        left = max_tokens - sum(count(h.entry.text) for h in got)
+        returned = {h.entry.id: h for h in got}
+        for h in hits:
+            pairs = turn_lines(h.entry)
+            kept = returned.get(h.entry.id)
+            if pairs is None:
+                assert kept is not None or count(h.entry.text) > left
+            else:
+                have = set(kept.entry.provenance) if kept is not None else set()
+                assert all(count(text) > left for turn, text in pairs if turn not in have)
+
+
+def test_fit_hits_spends_the_budget_on_the_turns_good_windows_share() -> None:
+    """Three ranked windows of one conversation, merged into one hit: under a budget of one turn, the
+    turn all three windows hold is the one returned (not the first line), its provenance exactly it."""
+    lines = {f"t{i}": f"line number {i} of the talk" for i in range(5)}
+
+    def window(i: int, turns: list[str]) -> SearchHit:
+        entry = Entry(id=f"w{i}", app="app", user="alice", created_at=T0, updated_at=T0, kind=Kind.EPISODE,
+                      text="\n".join(lines[t] for t in turns), provenance=turns)
+        return SearchHit(entry=entry, score=1.0 / (i + 1))
+
+    windows = [window(0, ["t1", "t2", "t3"]), window(1, ["t2", "t3", "t4"]), window(2, ["t0", "t1", "t2"])]
+    merged = window(0, ["t0", "t1", "t2", "t3", "t4"])
+    got = budget.fit_hits([merged], 6, "the talk", budget.whitespace_count, windows=windows)
+    assert len(got) == 1 and got[0].entry.provenance == ["t2"] and got[0].entry.text == lines["t2"]
+    assert got[0].cut == ["t0", "t1", "t3", "t4"]
+    got = budget.fit_hits([merged], 12, "the talk", budget.whitespace_count, windows=windows)
+    assert got[0].entry.provenance == ["t2", "t3"]  # t3 is held by windows 0 and 1, t1 by 0 and 2 (ranked lower)
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -133,12 +162,13 @@ def test_search_with_max_tokens_cuts_a_merged_window_to_its_matching_turns(
     for max_tokens in (3, 8, 12, 20, 40, 400):
         got = service.search(A, {"query": query, "max_tokens": max_tokens})
         assert sum(budget.whitespace_count(h.entry.text) for h in got) <= max_tokens
-        assert [h.entry.id for h in got] == [h.entry.id for h in whole[: len(got)]]
-        for original, h in zip(whole, got, strict=False):
+        ids = [h.entry.id for h in whole]
+        assert [ids.index(h.entry.id) for h in got] == sorted(ids.index(h.entry.id) for h in got)
+        for h in got:
             if h.cut:
-                assert_cut_is_exact(original.entry, h)
+                assert_cut_is_exact(whole[ids.index(h.entry.id)].entry, h)
     got = service.search(A, {"query": query, "max_tokens": 12})
-    assert len(got) == 1 and got[0].cut  # the top window, cut to what matches
+    assert got and all(h.cut for h in got)  # cut to the turns that carry the match
     assert "beagle" in got[0].entry.text or "Biscuit" in got[0].entry.text
     assert service.search(A, {"query": query, "max_tokens": 400}) == whole
 
