@@ -17,7 +17,8 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -66,6 +67,11 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
        "app", "shard", "op", "source"),
     _m("write_duration_ms", "histogram", "Write latency inside the shard, store flush included (ms).",
        "app", "shard", "op"),
+    _m("vector_flush_ms", "histogram", "Vector-store flush latency (ms): the embedded Qdrant Edge shard's flush "
+       "after each write batch and optimize. A Qdrant server applies each write with wait=True and has no "
+       "separate flush, so the server backend records none.", "shard", "engine"),
+    _m("keyword_commit_ms", "histogram", "Keyword-index (Tantivy) commit and searcher reload latency (ms): per "
+       "write, or per background commit when commits are deferred.", "shard"),
     # extraction (actors.extraction_queue)
     _m("jobs_total", "counter", "Extraction jobs by status (queued, running, done, failed, skipped) and "
        "reason class.", "app", "shard", "status", "reason"),
@@ -144,6 +150,16 @@ def observe(name: str, value: float, **labels: str) -> None:
 
 def gauge(name: str, value: float, **labels: str) -> None:
     _State.recorder.gauge(name, value, **labels)
+
+
+@contextmanager
+def timed(name: str, **labels: str) -> Iterator[None]:
+    """Observe the block's duration in ms as histogram ``name`` (recorded even when the block raises)."""
+    t0 = time.perf_counter()
+    try:
+        yield
+    finally:
+        _State.recorder.observe(name, (time.perf_counter() - t0) * 1e3, **labels)
 
 
 def status_class(status: int) -> str:
