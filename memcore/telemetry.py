@@ -90,8 +90,13 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
     _m("keyword_rebuilds_total", "counter", "Keyword-index rebuilds at shard start.", "shard"),
     _m("keyword_rebuild_duration_ms", "histogram", "Keyword-index rebuild duration (ms).", "shard"),
     # Ray Data jobs (jobs/)
-    _m("data_rows_total", "counter", "Rows through a Ray Data job (jobs/) by stage (read, extracted, embedded, "
-       "written, failed) and the job's own counter name; throughput is its rate().", "stage", "counter"),
+    _m("data_rows_total", "counter", "Rows through a Ray Data job (jobs/: backfill, reextract) by stage (read, "
+       "extracted, embedded, written, failed) and the job's own counter name; throughput is its rate().",
+       "job", "stage", "counter"),
+    _m("data_job_duration_ms", "histogram", "Ray Data job wall time by job and status (ok, failed) (ms).",
+       "job", "status", buckets=(100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 300000, 900000, 3600000)),
+    _m("data_rows_per_second", "gauge", "Rows per second of the last finished Ray Data job by job, stage and "
+       "counter (the counter's rows over the job's wall time).", "job", "stage", "counter"),
 )}
 
 
@@ -208,12 +213,22 @@ def data_stage(counter: str) -> str | None:
     return None
 
 
-def count_data_rows(counts: dict[str, int]) -> None:
+def count_data_rows(counts: dict[str, int], *, job: str) -> None:
     """Count a Ray Data job's reported rows by stage (counters without a stage are not exported)."""
     for counter, n in counts.items():
         stage = data_stage(counter)
         if stage is not None and n:
-            _State.recorder.count("memcluster_data_rows_total", float(n), stage=stage, counter=counter)
+            _State.recorder.count("memcluster_data_rows_total", float(n), job=job, stage=stage, counter=counter)
+
+
+def data_job_finished(job: str, status: str, wall_s: float, counts: dict[str, int]) -> None:
+    """A Ray Data job ended: its wall time, and each staged counter's rows over that time (rows/s)."""
+    _State.recorder.observe("memcluster_data_job_duration_ms", wall_s * 1e3, job=job, status=status)
+    for counter, n in counts.items():
+        stage = data_stage(counter)
+        if stage is not None:
+            _State.recorder.gauge("memcluster_data_rows_per_second", n / max(wall_s, 1e-9), job=job, stage=stage,
+                                  counter=counter)
 
 
 # ---------------------------------------------------------------- structured logs
