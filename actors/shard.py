@@ -346,7 +346,7 @@ class ShardCore:
         self.maintenance.touch(key, entries)
         return entries
 
-    @spanned("search_memory")
+    @spanned("memcluster.shard.search")
     def search(
         self, key: UserKey, options: SearchOptions | dict[str, Any], query_vector: Vectors | None = None
     ) -> list[SearchHit]:

@@ -43,7 +43,7 @@ def timed_write(op: str) -> Callable[[F], F]:
 
 
 def spanned(name: str) -> Callable[[F], F]:
-    """Decorate a ShardCore method ``(self, key, ...)`` with a span (search_memory, memcluster.ingest)."""
+    """Decorate a ShardCore method ``(self, key, ...)`` with a span (memcluster.shard.search, memcluster.ingest)."""
 
     def wrap(fn: F) -> F:
         @functools.wraps(fn)

@@ -79,7 +79,18 @@ def in_process(cores: list, settings: Any, queries: list[tuple[int, str]], adds:
     return {"search": percentiles(search_ms), "add": percentiles(add_ms)}
 
 
-async def _drive(base: str, concurrency: int, jobs: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+Job = tuple[str, dict[str, Any]]
+"""A request: path and JSON body."""
+
+
+def search_jobs(queries: list[tuple[int, str]]) -> list[Job]:
+    """The search requests of ``queries`` ((user number, question) pairs)."""
+    return [(f"/v1/apps/{APP}/users/user-{u:04d}/memories/search", {"query": q}) for u, q in queries]
+
+
+async def run_jobs(base: str, concurrency: int, jobs: list[Job]) -> tuple[list[float], int, float]:
+    """POST every job with ``concurrency`` clients: the latencies (ms), the error count and the wall time (s).
+    The one request loop of the HTTP benchmarks (:mod:`bench.instrumentation` uses it too)."""
     import httpx
 
     lat: list[float] = []
@@ -103,6 +114,11 @@ async def _drive(base: str, concurrency: int, jobs: list[tuple[str, dict[str, An
         t0 = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(concurrency)))
         wall = time.perf_counter() - t0
+    return lat, errors, wall
+
+
+async def _drive(base: str, concurrency: int, jobs: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    lat, errors, wall = await run_jobs(base, concurrency, jobs)
     return {**percentiles(lat), "throughput_rps": round(len(jobs) / wall, 1), "errors": errors}
 
 
@@ -114,12 +130,12 @@ def over_http(settings: Any, queries: list[tuple[int, str]], levels: list[int], 
         return f"/v1/apps/{APP}/users/user-{u:04d}{tail}"
 
     out: dict[str, Any] = {"search": {}, "add": {}}
-    warm = [(path(u, "/memories/search"), {"query": q}) for u, q in queries[:30]]
+    warm = search_jobs(queries[:30])
     asyncio.run(_drive(base, 4, warm))
     out["breakdown"] = breakdown(base, settings, queries)
     print("breakdown:", out["breakdown"], flush=True)
     for c in levels:
-        jobs = [(path(u, "/memories/search"), {"query": q}) for u, q in queries]
+        jobs = search_jobs(queries)
         out["search"][str(c)] = asyncio.run(_drive(base, c, jobs))
         add_jobs = [(path(queries[i % len(queries)][0], "/memories"),
                      {"text": f"http bench note {c}-{i} about {queries[i % len(queries)][1]}"}) for i in range(adds)]

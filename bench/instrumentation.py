@@ -12,17 +12,16 @@ Writes bench/results/instrumentation.json and .md.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 import numpy as np
 
 from bench.data import embed_cached, load_locomo, memory_dataset, memory_texts
-from bench.http_api import APP, populate
+from bench.http_api import populate, run_jobs, search_jobs
 from bench.report import RESULTS, machine_info, md_table, write_json
 from bench.serve_cluster import start_serve, stop_serve
 from bench.timing import percentiles
@@ -31,27 +30,35 @@ LIMIT_PCT = 5.0
 
 
 def one_round(settings: Any, queries: list[tuple[int, str]], port: int, metrics: bool) -> list[float]:
-    """Search latencies (ms) of every query at concurrency 1 on a fresh cluster, metrics on or off."""
+    """Search latencies (ms) of every query at concurrency 1 on a fresh cluster, metrics on or off
+    (:func:`bench.http_api.run_jobs`, the HTTP benchmark's loop)."""
     os.environ["MEMCLUSTER_METRICS"] = "1" if metrics else "0"
     base = start_serve(settings, port)
     try:
-        jobs = [(f"/v1/apps/{APP}/users/user-{u:04d}/memories/search", {"query": q}) for u, q in queries]
-        lat: list[float] = []
-        with httpx.Client(base_url=base, timeout=60) as client:
-            for path, body in jobs[:40]:  # warm-up
-                client.post(path, json=body).raise_for_status()
-            for path, body in jobs:
-                t0 = time.perf_counter()
-                client.post(path, json=body).raise_for_status()
-                lat.append((time.perf_counter() - t0) * 1e3)
+        jobs = search_jobs(queries)
+        asyncio.run(run_jobs(base, 1, jobs[:40]))  # warm-up
+        lat, errors, _ = asyncio.run(run_jobs(base, 1, jobs))
+        if errors:
+            raise RuntimeError(f"{errors} searches failed")
         return lat
     finally:
         stop_serve()
 
 
+def delta_interval(on: list[float], off: list[float], *, n: int = 2000, seed: int = 0) -> tuple[float, float]:
+    """A 95 % bootstrap interval of the p50 difference on vs off (%): each arm's latencies resampled."""
+    rng = np.random.default_rng(seed)
+    a, b = np.asarray(on), np.asarray(off)
+    d = [(np.median(rng.choice(a, a.size)) / np.median(rng.choice(b, b.size)) - 1) * 100 for _ in range(n)]
+    lo, hi = np.percentile(d, [2.5, 97.5])
+    return round(float(lo), 2), round(float(hi), 2)
+
+
 def render(res: dict[str, Any]) -> str:
     """The markdown report of a result (also re-renders a saved JSON)."""
     cfg, arms, delta = res["config"], res["search_c1"], res["p50_delta_pct"]
+    ci = res.get("p50_delta_ci95_pct")
+    interval = f", 95 % bootstrap interval [{ci[0]:+.2f}, {ci[1]:+.2f}] %" if ci else ""
     rows = [[arm, f"{a['p50']:.2f}", f"{a['p90']:.2f}", f"{a['p99']:.2f}", str(a["n"])] for arm, a in arms.items()]
     per_round = [[str(r["round"]), r["metrics"], f"{r['p50']:.2f}"] for r in res.get("rounds", [])]
     text = (f"# Cost of instrumentation (search over HTTP, concurrency 1)\n\n{cfg['entries']:,} entries, "
@@ -59,7 +66,7 @@ def render(res: dict[str, Any]) -> str:
             f"per arm (a fresh Ray cluster each), {cfg['queries']} searches each; load average "
             f"{res['machine'].get('load_average', '?')}.\n\n"
             + "\n".join(md_table(["metrics", "p50 ms", "p90 ms", "p99 ms", "n"], rows))
-            + f"\n\np50 with metrics on vs off: {delta:+.2f} % (cost limit {LIMIT_PCT:g} %: "
+            + f"\n\np50 with metrics on vs off: {delta:+.2f} %{interval} (cost limit {LIMIT_PCT:g} %: "
             f"{'met' if delta <= LIMIT_PCT else 'NOT met'}).\n")
     if per_round:
         spread = [r["p50"] for r in res["rounds"]]
@@ -74,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--entries", type=int, default=5000)
     p.add_argument("--users", type=int, default=200)
     p.add_argument("--queries", type=int, default=300)
-    p.add_argument("--rounds", type=int, default=2, help="rounds per arm, alternating on/off")
+    p.add_argument("--rounds", type=int, default=4, help="rounds per arm, alternating on/off (ABBA order)")
     p.add_argument("--port", type=int, default=8124)
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--out", default=str(RESULTS / "instrumentation.json"))
@@ -111,7 +118,8 @@ def main(argv: list[str] | None = None) -> int:
                                                  "queries": args.queries, "rounds": args.rounds,
                                                  "shards": settings.shards, "embedder": embedder.name},
            "search_c1": arms, "rounds": rounds,
-           "p50_delta_pct": round(delta, 2), "within_limit": delta <= LIMIT_PCT}
+           "p50_delta_pct": round(delta, 2), "p50_delta_ci95_pct": list(delta_interval(lat["on"], lat["off"])),
+           "within_limit": delta <= LIMIT_PCT}
     out = Path(args.out)
     write_json(out, res)
     md = render(res)

@@ -310,7 +310,7 @@ def run_backfill(
 
     options = fit_cpus(options or BackfillOptions(), ray.available_resources().get("CPU", 0.0), log)
     shard_handles(settings)  # fail early when the cluster's shards are not there
-    stats = stats_actor(time.time())
+    stats = stats_actor("backfill", settings.namespace, time.time())
     t0 = time.monotonic()
     summary = BackfillSummary()
     log(f"backfill: reading {source.describe()} into {settings.shards} shards (namespace {settings.namespace})")
@@ -357,6 +357,7 @@ def run_backfill(
         summary.failed_sessions += max(0, summary.sessions - summary.sessions_written - summary.failed_sessions)
     for f in summary.failures[:20]:
         log(f"  failed: {f.get('source', '?')}: {f['error']}")
+    ray_get(stats.finish.remote("ok" if error is None else "failed", summary.wall_s))
     log(summary.render())
     return summary
 

@@ -54,20 +54,53 @@ def shard_handles(settings: Settings) -> list[Any]:
     return [shard_handle(settings, k) for k in range(settings.shards)]
 
 
-class JobStats:
-    """Counters and failure samples of one job run (a Ray actor; the stages report to it)."""
+DATA_METRICS_ACTOR = "memcluster-data-metrics"
+"""The detached actor that records the Ray Data jobs' metrics (one per namespace)."""
 
-    def __init__(self, started: float | None = None) -> None:
+
+class DataMetrics:
+    """Records every Ray Data job's ``memcluster_data_*`` series. A detached, long-lived actor (as Ray Data's
+    own stats actor is): a job's stats actor and workers end with the job, often before Ray's next metrics
+    report, and a counter that lives on is what Prometheus' ``rate()`` wants."""
+
+    def __init__(self) -> None:
+        metrics.install()
+
+    def rows(self, job: str, counts: dict[str, int]) -> None:
+        telemetry.count_data_rows(counts, job=job)
+
+    def finished(self, job: str, status: str, wall_s: float, counts: dict[str, int]) -> None:
+        telemetry.data_job_finished(job, status, wall_s, counts)
+
+    def flush(self) -> bool:
+        """Wait until every record so far is applied (Ray exports them at its next report)."""
+        flush = getattr(telemetry.recorder(), "flush", None)
+        return bool(flush()) if flush is not None else True
+
+
+def data_metrics(namespace: str) -> Any:
+    """The namespace's :class:`DataMetrics` actor (created on first use)."""
+    import ray
+
+    return ray.remote(num_cpus=0)(DataMetrics).options(  # type: ignore[attr-defined]
+        name=DATA_METRICS_ACTOR, namespace=namespace, lifetime="detached", get_if_exists=True).remote()
+
+
+class JobStats:
+    """Counters and failure samples of one job run (a Ray actor; the stages report to it, and it forwards
+    the counts to the :class:`DataMetrics` actor)."""
+
+    def __init__(self, job: str, sink: Any, started: float | None = None) -> None:
+        self.job, self.sink = job, sink
         self.counts: dict[str, int] = {}
         self.failures: list[dict[str, Any]] = []
         self.started = time.time() if started is None else started
         self.times: dict[str, list[float]] = {}
         """Seconds since the start at which each counter first and last grew (the job's phases)."""
-        metrics.install()  # memcluster_data_rows_total by stage
 
     def add(self, counts: dict[str, int], failures: list[dict[str, Any]] | None = None) -> None:
         now = round(time.time() - self.started, 3)
-        telemetry.count_data_rows(counts)
+        self.sink.rows.remote(self.job, dict(counts))
         for name, n in counts.items():
             self.counts[name] = self.counts.get(name, 0) + int(n)
             if n:
@@ -76,16 +109,21 @@ class JobStats:
             if len(self.failures) < MAX_FAILURE_SAMPLES:
                 self.failures.append(f)
 
+    def finish(self, status: str, wall_s: float) -> None:
+        """The job ended (``ok`` or ``failed``) after ``wall_s``: its duration and rows per second by stage."""
+        self.sink.finished.remote(self.job, status, wall_s, dict(self.counts))
+
     def snapshot(self) -> dict[str, Any]:
         return {"counts": dict(self.counts), "failures": list(self.failures), "times": dict(self.times),
                 "elapsed_s": time.time() - self.started}
 
 
-def stats_actor(started: float | None = None) -> Any:
-    """A :class:`JobStats` actor; ``started`` (``time.time()`` of the driver) anchors its phase times."""
+def stats_actor(job: str, namespace: str, started: float | None = None) -> Any:
+    """A :class:`JobStats` actor of a ``job`` (backfill, reextract); ``started`` (``time.time()`` of the driver)
+    anchors its phase times."""
     import ray
 
-    return ray.remote(num_cpus=0)(JobStats).remote(started)
+    return ray.remote(num_cpus=0)(JobStats).remote(job, data_metrics(namespace), started)
 
 
 @contextmanager

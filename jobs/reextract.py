@@ -124,7 +124,7 @@ def run_reextract(settings: Settings, options: ReextractOptions | None = None, *
         f"extractor {'LLM ' + str(cfg.model) if cfg.base_url else 'verbatim/' + cfg.granularity}, policy {cfg.policy})")
     begun: list[int] = []
     switched: list[int] = []
-    stats = stats_actor()
+    stats = stats_actor("reextract", settings.namespace)
     try:
         _server_collection(settings, gen, "delete")
         for k, h in enumerate(handles):  # one by one: a failure leaves the rest untouched
@@ -173,6 +173,7 @@ def run_reextract(settings: Settings, options: ReextractOptions | None = None, *
             log(f"reextract: alias not switched ({type(exc).__name__}: {exc}); "
                 "drop generation 1 to free the collection name for the alias")
     summary.wall_s = time.monotonic() - t0
+    ray.get(stats.finish.remote("ok" if summary.switched else "failed", summary.wall_s))
     log(summary.render())
     return summary
 

@@ -151,7 +151,7 @@ def build_vector_store(settings: Settings, shard: int, dim: int, generation: int
     path = generation_dir(settings, shard, generation) / "vectors"
     recover_compaction(path)
     path.mkdir(parents=True, exist_ok=True)
-    return QdrantEdgeStore(path, dim)
+    return QdrantEdgeStore(path, dim, shard=shard)
 
 
 FRESH_KEYWORDS = "keywords.compact"
@@ -184,7 +184,7 @@ def build_keyword_index(settings: Settings, shard: int, generation: int = 1) -> 
     path = generation_dir(settings, shard, generation) / "keywords"
     shutil.rmtree(path.with_name(FRESH_KEYWORDS), ignore_errors=True)
     path.mkdir(parents=True, exist_ok=True)
-    return TantivyIndex(path, commit_interval_s=settings.keywords.commit_interval_s)
+    return TantivyIndex(path, commit_interval_s=settings.keywords.commit_interval_s, shard=shard)
 
 
 def build_service(

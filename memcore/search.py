@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from memcore import fusion
+from memcore import fusion, tracing
 from memcore.metadata import matches, pushdown
 from memcore.model import Entry, Kind, SearchHit, SearchOptions, UserKey
 from memcore.ports import KeywordIndex, Vectors, VectorStore
@@ -60,8 +60,11 @@ def search_once(
     pool = max(defaults.candidate_pool, opts.max_results * (3 if opts.deduplicate or merging else 1))
     meta = pushdown(opts.metadata_filter)
     if not opts.hybrid:
-        dense = vectors.search(key, qvec, limit=pool, kind=kind, time_from=opts.time_from, time_to=opts.time_to,
-                               metadata=meta, topics=opts.topics or (), topics_match=opts.topics_match)
+        with tracing.store_span("memcluster.vector_search", db_system(vectors), "search", memcluster__pool=pool) as sp:
+            dense = vectors.search(key, qvec, limit=pool, kind=kind, time_from=opts.time_from, time_to=opts.time_to,
+                                   metadata=meta, topics=opts.topics or (), topics_match=opts.topics_match)
+            if sp is not None:
+                sp.set_attribute("memcluster.results", len(dense))
         return [SearchHit(entry=e, score=s) for e, s in dense
                 if s >= opts.similarity_threshold and matches(e.metadata, opts.metadata_filter)]
     period, rest = query_dates(opts.query) if knobs.date_boost else (None, opts.query)
@@ -79,9 +82,16 @@ def search_once(
     known = lists.known
     missing = [i for i, _ in fused if i not in known]
     if missing:
-        known.update({e.id: e for e in vectors.get(key, missing) if e.active})
+        with tracing.store_span("memcluster.fetch_entries", db_system(vectors), "retrieve",
+                                memcluster__count=len(missing)):
+            known.update({e.id: e for e in vectors.get(key, missing) if e.active})
     return [SearchHit(entry=known[i], score=s) for i, s in fused
             if i in known and matches(known[i].metadata, opts.metadata_filter)]
+
+
+def db_system(store: object) -> str:
+    """A store's ``db.system.name`` for spans (its ``db_system``, else its class name)."""
+    return str(getattr(store, "db_system", type(store).__name__))
 
 
 class _Lists:
@@ -100,15 +110,24 @@ class _Lists:
         rankings: list[list[str]] = []
         weights: list[float] = []
         if kn.dense_weight > 0 or kn.keyword_weight <= 0:
-            dense = self.vectors.search(self.key, self.qvec, limit=self.pool, kind=self.kind, time_from=time_from,
-                                        time_to=time_to, metadata=self.meta, topics=self.topics,
-                                        topics_match=self.topics_match)
+            with tracing.store_span("memcluster.vector_search", db_system(self.vectors), "search",
+                                    memcluster__pool=self.pool) as sp:
+                dense = self.vectors.search(self.key, self.qvec, limit=self.pool, kind=self.kind,
+                                            time_from=time_from, time_to=time_to, metadata=self.meta,
+                                            topics=self.topics, topics_match=self.topics_match)
+                if sp is not None:
+                    sp.set_attribute("memcluster.results", len(dense))
             self.known.update({e.id: e for e, _ in dense})
             rankings.append([e.id for e, _ in dense])
             weights.append(kn.dense_weight if kn.dense_weight > 0 else 1.0)
         if kn.keyword_weight > 0:
-            sparse = self.keywords.search(self.key, self.text, limit=self.pool, kind=self.kind, time_from=time_from,
-                                          time_to=time_to, topics=self.topics, topics_match=self.topics_match)
+            with tracing.store_span("memcluster.keyword_search", db_system(self.keywords), "search",
+                                    memcluster__pool=self.pool) as sp:
+                sparse = self.keywords.search(self.key, self.text, limit=self.pool, kind=self.kind,
+                                              time_from=time_from, time_to=time_to, topics=self.topics,
+                                              topics_match=self.topics_match)
+                if sp is not None:
+                    sp.set_attribute("memcluster.results", len(sparse))
             rankings.append([i for i, _ in sparse])
             weights.append(kn.keyword_weight)
         return fusion.rrf(rankings, k=kn.rrf_k, weights=weights)

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pydantic
 
-from memcore import backup, budget, fusion, search
+from memcore import backup, budget, fusion, search, tracing
 from memcore.errors import ConflictError, NotFoundError, ValidationError
 from memcore.ids import memory_id
 from memcore.metadata import Scalar, check_filter, matches
@@ -241,7 +241,10 @@ class MemoryService:
         if not opts.query.strip():
             return []
         with store_errors("search"):
-            qvec = query_vector if query_vector is not None else self.embedder.embed_queries([opts.query])[0]
+            if query_vector is None:
+                with tracing.embed_span(self.embedder):
+                    query_vector = self.embedder.embed_queries([opts.query])[0]
+            qvec = query_vector
             qvec = np.asarray(qvec, dtype=np.float32).reshape(-1)
             hits = self._search_once(key, opts, qvec, opts.kind)
             if opts.kind is not None and opts.kind_fallback and len(hits) < fusion.KIND_FALLBACK_MIN:

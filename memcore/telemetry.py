@@ -17,7 +17,8 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -66,6 +67,11 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
        "app", "shard", "op", "source"),
     _m("write_duration_ms", "histogram", "Write latency inside the shard, store flush included (ms).",
        "app", "shard", "op"),
+    _m("vector_flush_ms", "histogram", "Vector-store flush latency (ms): the embedded Qdrant Edge shard's flush "
+       "after each write batch and optimize. A Qdrant server applies each write with wait=True and has no "
+       "separate flush, so the server backend records none.", "shard", "engine"),
+    _m("keyword_commit_ms", "histogram", "Keyword-index (Tantivy) commit and searcher reload latency (ms): per "
+       "write, or per background commit when commits are deferred.", "shard"),
     # extraction (actors.extraction_queue)
     _m("jobs_total", "counter", "Extraction jobs by status (queued, running, done, failed, skipped) and "
        "reason class.", "app", "shard", "status", "reason"),
@@ -84,8 +90,13 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
     _m("keyword_rebuilds_total", "counter", "Keyword-index rebuilds at shard start.", "shard"),
     _m("keyword_rebuild_duration_ms", "histogram", "Keyword-index rebuild duration (ms).", "shard"),
     # Ray Data jobs (jobs/)
-    _m("data_rows_total", "counter", "Rows through a Ray Data job (jobs/) by stage (read, extracted, embedded, "
-       "written, failed) and the job's own counter name; throughput is its rate().", "stage", "counter"),
+    _m("data_rows_total", "counter", "Rows through a Ray Data job (jobs/: backfill, reextract) by stage (read, "
+       "extracted, embedded, written, failed) and the job's own counter name; throughput is its rate().",
+       "job", "stage", "counter"),
+    _m("data_job_duration_ms", "histogram", "Ray Data job wall time by job and status (ok, failed) (ms).",
+       "job", "status", buckets=(100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 300000, 900000, 3600000)),
+    _m("data_rows_per_second", "gauge", "Rows per second of the last finished Ray Data job by job, stage and "
+       "counter (the counter's rows over the job's wall time).", "job", "stage", "counter"),
 )}
 
 
@@ -146,6 +157,16 @@ def gauge(name: str, value: float, **labels: str) -> None:
     _State.recorder.gauge(name, value, **labels)
 
 
+@contextmanager
+def timed(name: str, **labels: str) -> Iterator[None]:
+    """Observe the block's duration in ms as histogram ``name`` (recorded even when the block raises)."""
+    t0 = time.perf_counter()
+    try:
+        yield
+    finally:
+        _State.recorder.observe(name, (time.perf_counter() - t0) * 1e3, **labels)
+
+
 def status_class(status: int) -> str:
     return f"{status // 100}xx"
 
@@ -192,12 +213,22 @@ def data_stage(counter: str) -> str | None:
     return None
 
 
-def count_data_rows(counts: dict[str, int]) -> None:
+def count_data_rows(counts: dict[str, int], *, job: str) -> None:
     """Count a Ray Data job's reported rows by stage (counters without a stage are not exported)."""
     for counter, n in counts.items():
         stage = data_stage(counter)
         if stage is not None and n:
-            _State.recorder.count("memcluster_data_rows_total", float(n), stage=stage, counter=counter)
+            _State.recorder.count("memcluster_data_rows_total", float(n), job=job, stage=stage, counter=counter)
+
+
+def data_job_finished(job: str, status: str, wall_s: float, counts: dict[str, int]) -> None:
+    """A Ray Data job ended: its wall time, and each staged counter's rows over that time (rows/s)."""
+    _State.recorder.observe("memcluster_data_job_duration_ms", wall_s * 1e3, job=job, status=status)
+    for counter, n in counts.items():
+        stage = data_stage(counter)
+        if stage is not None:
+            _State.recorder.gauge("memcluster_data_rows_per_second", n / max(wall_s, 1e-9), job=job, stage=stage,
+                                  counter=counter)
 
 
 # ---------------------------------------------------------------- structured logs

@@ -8,6 +8,14 @@ in-memory exporter). Span names follow the GenAI memory names where they fit (``
 ``upsert_memory``, ``delete_memory``) with ``gen_ai.operation.name``; the others are
 ``memcluster.*``. Spans carry the app and the shard, never the user id or any text.
 
+An HTTP search is ``search_memory`` with ``memcluster.embed`` (``gen_ai.operation.name =
+embeddings``; in the ingress when it embeds queries, else inside the shard's span),
+``memcluster.shard_call`` (the ingress side of the shard hop) and ``memcluster.shard.search`` (the
+shard side, in the same trace across the Ray actor), under which each pass has
+``memcluster.vector_search`` / ``memcluster.keyword_search`` (``db.system.name``,
+``db.operation.name``, the candidate pool, how many came back) and ``memcluster.fetch_entries`` (the
+keyword-only hits' entries read from the vector store). Never the query text.
+
 Context crosses threads through :func:`capture` / :func:`attached` and processes (the Ray actor
 call) through :func:`carrier` (W3C ``traceparent``) and :func:`attached`.
 """
@@ -74,6 +82,29 @@ def span(name: str, **attributes: Any) -> AbstractContextManager[Any]:
     if name in GENAI:
         attrs["gen_ai.operation.name"] = name
     return _State.tracer.start_as_current_span(name, attributes=attrs)  # type: ignore[no-any-return]
+
+
+def search_span(app: str, max_results: int, hybrid: bool) -> AbstractContextManager[Any]:
+    """The ``search_memory`` span of one search request (no query text, no user)."""
+    if not enabled():
+        return _NULL
+    return span("search_memory", memcluster__app=app, gen_ai__retrieval__top_k=max_results,
+                memcluster__hybrid=hybrid)
+
+
+def embed_span(embedder: Any) -> AbstractContextManager[Any]:
+    """A query-embedding span (GenAI ``embeddings``: the model name and the dimension)."""
+    if not enabled():
+        return _NULL
+    return span("memcluster.embed", gen_ai__operation__name="embeddings", gen_ai__request__model=embedder.name,
+                gen_ai__embeddings__dimension__count=embedder.dim)
+
+
+def store_span(name: str, system: str, operation: str, **attributes: Any) -> AbstractContextManager[Any]:
+    """A store call inside a search (``db.system.name``, ``db.operation.name`` and ``attributes``)."""
+    if not enabled():
+        return _NULL
+    return span(name, db__system__name=system, db__operation__name=operation, **attributes)
 
 
 def carrier() -> dict[str, str] | None:

@@ -35,6 +35,7 @@ from fastapi import APIRouter, FastAPI, Path, Query, Request, Response, Security
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPBearer
 
+from memcore import tracing
 from memcore.errors import NotFoundError, PermissionDeniedError, StoreError
 from memcore.settings import ToolMode
 from memcore.tools import openai_schema
@@ -181,15 +182,18 @@ def _memory_routes(router: APIRouter) -> None:
         key, opts = make_key(app, user), options.options()
         plain = opts.model_dump(exclude_defaults=True)
         embedder = getattr(request.app.state, "query_embedder", None)
-        with _in_flight(request.app.state) as alone:
+        with _in_flight(request.app.state) as alone, tracing.search_span(app, opts.max_results, opts.hybrid):
             if embedder is not None and opts.query.strip():
-                vector = (embedder.embed_queries([opts.query]) if alone
-                          else await asyncio.to_thread(embedder.embed_queries, [opts.query]))[0]
+                with tracing.embed_span(embedder):
+                    vector = (embedder.embed_queries([opts.query]) if alone
+                              else await asyncio.to_thread(embedder.embed_queries, [opts.query]))[0]
                 t1 = time.perf_counter()
-                hits = await shards(request).search_json(key, plain, vector)
+                with tracing.span("memcluster.shard_call", memcluster__app=app):
+                    hits = await shards(request).search_json(key, plain, vector)
             else:
                 t1 = t0
-                hits = await shards(request).search_json(key, plain)
+                with tracing.span("memcluster.shard_call", memcluster__app=app):
+                    hits = await shards(request).search_json(key, plain)
         t2 = time.perf_counter()
         response = Response(b'{"hits":' + hits + b"}", media_type="application/json")
         response.headers[TIMING_HEADER] = _server_timing(request, t0, embed=t1 - t0, shard=t2 - t1,

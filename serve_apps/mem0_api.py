@@ -35,6 +35,7 @@ from starlette.exceptions import HTTPException
 
 from actors.backend import unwrap
 from actors.extraction_queue import job_shard
+from memcore import tracing
 from memcore.errors import NotFoundError, ValidationError
 from memcore.model import Entry, SearchHit, now_utc
 from memcore.validation import make_key
@@ -149,15 +150,18 @@ async def _tag(request: Request, app: str, user: str, entry_id: str, meta: dict[
 async def _search(request: Request, body: Mem0SearchRequest) -> dict[str, Any]:
     app = request.state.mem0_app
     best: dict[str, dict[str, Any]] = {}
-    for user, flt in M.scoped(M.conjunctions(body.filters)):
-        options: dict[str, Any] = {"query": body.query, "max_results": body.top_k, "metadata_filter": flt or None}
-        if body.threshold is not None:
-            options["similarity_threshold"] = body.threshold
-        hits: list[SearchHit] = await _call(request, app, user, "search", options)
-        for h in hits:
-            item = M.to_mem0(h.entry, h.score)
-            if item["id"] not in best or best[item["id"]]["score"] < h.score:
-                best[item["id"]] = item
+    with tracing.search_span(app, body.top_k, True):
+        for user, flt in M.scoped(M.conjunctions(body.filters)):
+            options: dict[str, Any] = {"query": body.query, "max_results": body.top_k,
+                                       "metadata_filter": flt or None}
+            if body.threshold is not None:
+                options["similarity_threshold"] = body.threshold
+            with tracing.span("memcluster.shard_call", memcluster__app=app):
+                hits: list[SearchHit] = await _call(request, app, user, "search", options)
+            for h in hits:
+                item = M.to_mem0(h.entry, h.score)
+                if item["id"] not in best or best[item["id"]]["score"] < h.score:
+                    best[item["id"]] = item
     ranked = sorted(best.values(), key=lambda r: (-r["score"], r["id"]))
     return {"results": ranked[: body.top_k]}
 

@@ -89,6 +89,9 @@ class QdrantServerStore:
     Engine failures raise :class:`memcore.errors.StoreError`; bad arguments ``ValueError``.
     """
 
+    db_system = "qdrant"
+    """``db.system.name`` in search spans."""
+
     def __init__(self, client: QdrantClient, collection: str, dim: int, *, owns_client: bool = False,
                  layout: Mapping[str, int] | None = None) -> None:
         """``owns_client``: :meth:`close` also closes ``client`` (true for :meth:`connect`). ``layout``:

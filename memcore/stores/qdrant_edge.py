@@ -31,6 +31,7 @@ import numpy as np
 import numpy.typing as npt
 import qdrant_edge as qe
 
+from memcore import telemetry
 from memcore.errors import StoreError
 from memcore.ids import point_id
 from memcore.model import Entry, Kind, TopicsMatch, UserKey
@@ -100,22 +101,26 @@ class QdrantEdgeStore:
     Engine failures raise :class:`memcore.errors.StoreError`; bad arguments ``ValueError``.
     """
 
-    def __init__(self, path: str | Path, dim: int) -> None:
+    db_system = "qdrant"
+    """``db.system.name`` in search spans."""
+
+    def __init__(self, path: str | Path, dim: int, *, shard: int | None = None) -> None:
         if dim < 1:
             raise ValueError("dim must be at least 1")
         self.dim = dim
+        self._flush_labels = {"shard": "-" if shard is None else str(shard), "engine": "qdrant_edge"}
         self.path = Path(path)
         self._lock = threading.RLock()
         config = qe.EdgeConfig(vectors=qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine))
         try:
             self.path.mkdir(parents=True, exist_ok=True)
             if self._holds_shard():
-                shard = qe.EdgeShard.load(str(self.path), config)
+                edge = qe.EdgeShard.load(str(self.path), config)
             else:
-                shard = qe.EdgeShard.create(str(self.path), config)
+                edge = qe.EdgeShard.create(str(self.path), config)
         except Exception as exc:
             raise StoreError(f"cannot open vector shard {self.path}: {exc}", field="path") from exc
-        self._shard: qe.EdgeShard | None = shard
+        self._shard: qe.EdgeShard | None = edge
         try:
             self._ensure_indexes()
         except BaseException:
@@ -151,7 +156,8 @@ class QdrantEdgeStore:
         with self._engine(what) as shard:
             for op in operations:
                 shard.update(op)
-            shard.flush()
+            with telemetry.timed("memcluster_vector_flush_ms", **self._flush_labels):
+                shard.flush()
 
     @staticmethod
     def _filter(spec: FilterSpec) -> qe.Filter:
@@ -270,7 +276,8 @@ class QdrantEdgeStore:
         """Run the engine's optimizers (HNSW build, vacuum, merge) to completion; blocking."""
         with self._engine("optimize") as shard:
             changed = bool(shard.optimize())
-            shard.flush()
+            with telemetry.timed("memcluster_vector_flush_ms", **self._flush_labels):
+                shard.flush()
         return changed
 
     def close(self) -> None:

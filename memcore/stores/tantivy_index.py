@@ -41,6 +41,7 @@ from pathlib import Path
 
 import tantivy
 
+from memcore import telemetry
 from memcore.errors import StoreError
 from memcore.model import Entry, Kind, TopicsMatch, UserKey, utc
 from memcore.text import CJK_RANGES
@@ -125,6 +126,9 @@ def _unique(items: Iterable[str], limit: int) -> list[str]:
 class TantivyIndex:
     """BM25 keyword index over text and topics; ``path=None`` keeps it in RAM."""
 
+    db_system = "tantivy"
+    """``db.system.name`` in search spans."""
+
     def __init__(
         self,
         path: str | Path | None = None,
@@ -132,8 +136,10 @@ class TantivyIndex:
         heap_size: int = 50_000_000,
         num_threads: int = 1,
         commit_interval_s: float = 0.0,
+        shard: int | None = None,
     ) -> None:
         self._schema = _schema()
+        self._shard_label = "-" if shard is None else str(shard)
         self._interval = max(0.0, commit_interval_s)
         self._pending = False
         self._marker = self._path_marker(path)
@@ -171,8 +177,9 @@ class TantivyIndex:
             if not self._pending or self._writer is None:
                 return
             try:
-                self._writer.commit()
-                self._index.reload()
+                with telemetry.timed("memcluster_keyword_commit_ms", shard=self._shard_label):
+                    self._writer.commit()
+                    self._index.reload()
                 self._searcher = self._index.searcher()
             except _TANTIVY_ERRORS as exc:
                 raise StoreError(f"keyword index commit failed: {exc}") from exc
@@ -231,8 +238,9 @@ class TantivyIndex:
                 if self._interval > 0 and what != "rebuild":
                     self._pending = True
                 else:
-                    writer.commit()
-                    self._index.reload()
+                    with telemetry.timed("memcluster_keyword_commit_ms", shard=self._shard_label):
+                        writer.commit()
+                        self._index.reload()
                     self._searcher = self._index.searcher()
                     self._pending = False
                     if self._marker is not None:

@@ -1,7 +1,8 @@
 """Trace context over a real Ray actor call: the driver traces with the SDK's in-memory exporter and
 calls a shard actor through RayShardBackend; the actor (its environment names an OTLP endpoint) exports
-over OTLP/HTTP to a collector served here on 127.0.0.1. Its ``upsert_memory`` and ``search_memory``
-spans are children of the driver's span, in the driver's trace."""
+over OTLP/HTTP to a collector served here on 127.0.0.1. Its ``upsert_memory`` and ``memcluster.shard.search``
+spans are children of the driver's span, in the driver's trace, and the search's embed, vector and keyword
+spans are children of ``memcluster.shard.search``."""
 
 from __future__ import annotations
 
@@ -82,14 +83,19 @@ def test_the_shard_actor_continues_the_callers_trace(ray_session: Any, collector
     finally:
         tracing.disable()
     (root,) = exporter.get_finished_spans()
+    inner = {"memcluster.embed", "memcluster.vector_search", "memcluster.keyword_search"}
+    wanted = {"upsert_memory", "memcluster.shard.search"} | inner
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and {"upsert_memory", "search_memory"} - {s.name for s in received}:
+    while time.monotonic() < deadline and wanted - {s.name for s in received}:
         time.sleep(0.2)
     ray.kill(actor)
     by_name = {s.name: s for s in received}
-    assert {"upsert_memory", "search_memory"} <= set(by_name), [s.name for s in received]
-    for name in ("upsert_memory", "search_memory"):
+    assert wanted <= set(by_name), [s.name for s in received]
+    for name in wanted:
         span = by_name[name]
         assert int.from_bytes(span.trace_id, "big") == root.context.trace_id, name
-        assert int.from_bytes(span.parent_span_id, "big") == root.context.span_id, name
-        assert all(key.user not in str(a.value) for a in span.attributes), name
+        assert all(key.user not in str(a.value) and "oboe" not in str(a.value) for a in span.attributes), name
+    for name in ("upsert_memory", "memcluster.shard.search"):  # the actor's spans hang off the caller's
+        assert int.from_bytes(by_name[name].parent_span_id, "big") == root.context.span_id, name
+    for name in inner:  # the search's parts (the shard embeds: no vector came with the call)
+        assert by_name[name].parent_span_id == by_name["memcluster.shard.search"].span_id, name

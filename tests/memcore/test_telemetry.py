@@ -70,3 +70,49 @@ def test_ray_data_counters_map_to_stages() -> None:
                       "sessions_written": "written", "turns_written": "written", "entries_new": "written",
                       "events": "extracted", "failed_rows": "failed", "failed_sessions": "failed",
                       "users_failed": "failed", "users_done": None, "skipped": None}
+
+
+class _Recorded:
+    """A recorder that keeps what it is given (the table's names only)."""
+
+    def __init__(self) -> None:
+        self.records: list[tuple[str, str, float, dict[str, str]]] = []
+
+    def count(self, name: str, value: float = 1.0, **labels: str) -> None:
+        self.records.append(("count", name, value, labels))
+
+    def observe(self, name: str, value: float, **labels: str) -> None:
+        self.records.append(("observe", name, value, labels))
+
+    def gauge(self, name: str, value: float, **labels: str) -> None:
+        self.records.append(("gauge", name, value, labels))
+
+
+def test_flush_timing_and_a_finished_data_job(tmp_path: object) -> None:
+    from pathlib import Path
+
+    from memcore.model import Entry, now_utc
+    from memcore.stores.qdrant_edge import QdrantEdgeStore
+    from memcore.stores.tantivy_index import TantivyIndex
+
+    rec = _Recorded()
+    telemetry.set_recorder(rec)
+    try:
+        telemetry.data_job_finished("backfill", "ok", 2.0, {"sessions": 4, "turns_written": 10, "users_done": 2})
+        with QdrantEdgeStore(Path(str(tmp_path)) / "v", 4, shard=3) as store:
+            now = now_utc()
+            entry = Entry(id="e1", app="a", user="u", text="The user rows a boat.", created_at=now, updated_at=now)
+            store.upsert([entry], [[1.0, 0.0, 0.0, 0.0]])
+            index = TantivyIndex(Path(str(tmp_path)) / "k", shard=3)
+            index.upsert([entry])
+            index.close()
+    finally:
+        telemetry.set_recorder(None)
+    assert all(name in telemetry.METRICS for _, name, _, _ in rec.records)
+    gauges = {r[3]["counter"]: r[2] for r in rec.records if r[1] == "memcluster_data_rows_per_second"}
+    assert gauges == {"sessions": 2.0, "turns_written": 5.0}  # users_done has no stage: not exported
+    assert ("observe", "memcluster_data_job_duration_ms", 2000.0, {"job": "backfill", "status": "ok"}) in rec.records
+    flushes = [r for r in rec.records if r[1] == "memcluster_vector_flush_ms"]
+    commits = [r for r in rec.records if r[1] == "memcluster_keyword_commit_ms"]
+    assert flushes and all(r[3] == {"shard": "3", "engine": "qdrant_edge"} and r[2] >= 0 for r in flushes)
+    assert commits and all(r[3] == {"shard": "3"} for r in commits)

@@ -1,22 +1,20 @@
 """Metrics on the local Ray cluster: a Serve app over shard actors takes adds, searches, a bad request and
 two ingests (the scripted extraction model fails the first with HTTP 500, then answers); Ray's Prometheus
 endpoint (the node's metrics export port) then carries the ``memcluster_*`` series with the expected
-counts and labels, and no label key or value is a user id."""
+counts and labels (the vector-store flush and keyword commit histograms among them), and no label key or
+value is a user id."""
 
 from __future__ import annotations
 
-import time
-import urllib.request
-from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from memclient import MemoryClient
 from testkit.scripted_llm import Reply, ScriptedLLM, tool_call
+from tests.prometheus import Series, total, wait_for
 from tests.serve_apps.ray_app import serve_memcluster
 
 pytestmark = pytest.mark.ray
@@ -25,8 +23,6 @@ APP, KEY = "metrics-app", "metrics-app-key-0123456789"
 NAMESPACE, PREFIX = "memcluster-metrics-test", "/metrics-test"
 USERS = ("mona-1729", "otto-4242")
 FACT = "The user keeps bees on the roof."
-RAY_NOISE = {"Component", "NodeAddress", "SessionName", "Version", "WorkerId", "otel_scope_name",
-             "otel_scope_schema_url", "otel_scope_version", "JobId", "le"}
 
 
 @pytest.fixture(scope="module")
@@ -43,25 +39,6 @@ def cluster(serve_port: int, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         }
         with serve_memcluster(serve_port, "memmetrics", PREFIX, settings) as base:
             yield {"base": base, "extractor": extractor}
-
-
-def scrape() -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
-    """``{sample name: {labels without Ray's own: value summed over workers}}`` for memcluster series."""
-    import ray
-
-    port = ray._private.worker.global_worker.node.metrics_export_port
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
-    out: dict[str, dict[tuple[tuple[str, str], ...], float]] = defaultdict(lambda: defaultdict(float))
-    for family in text_string_to_metric_families(text):
-        for s in family.samples:
-            if s.name.startswith("ray_memcluster_"):
-                labels = tuple(sorted((k, v) for k, v in s.labels.items() if k not in RAY_NOISE))
-                out[s.name.removeprefix("ray_")][labels] += s.value
-    return out
-
-
-def total(series: dict[str, dict[tuple[tuple[str, str], ...], float]], name: str, **want: str) -> float:
-    return sum(v for labels, v in series.get(name, {}).items() if set(want.items()) <= set(labels))
 
 
 def test_prometheus_series_after_traffic(cluster: dict[str, Any]) -> None:
@@ -104,15 +81,17 @@ def test_prometheus_series_after_traffic(cluster: dict[str, Any]) -> None:
     ]
     gauges = ["memcluster_queue_depth", "memcluster_cursor_lag_seconds", "memcluster_shard_entries",
               "memcluster_shard_keyword_docs", "memcluster_jobs_running"]
-    deadline, missing = time.monotonic() + 90, ["not scraped yet"]
-    while time.monotonic() < deadline:
-        series = scrape()
-        missing = [f"{n}{w}: {total(series, n, **w)} != {v}" for n, w, v in expected if total(series, n, **w) != v]
-        missing += [g for g in gauges if not series.get(g)]
-        if not missing:
-            break
-        time.sleep(2)
-    assert not missing, missing
+
+    def missing(series: Series) -> list[str]:
+        left = [f"{n}{w}: {total(series, n, **w)} != {v}" for n, w, v in expected if total(series, n, **w) != v]
+        # each write flushes the shard's Qdrant Edge store (4 here; other modules' shards add to it) and
+        # commits its keyword index (at once, or in one background commit when commits are deferred)
+        floors = [("memcluster_vector_flush_ms_count", {"engine": "qdrant_edge"}, 4.0),
+                  ("memcluster_keyword_commit_ms_count", {}, 1.0)]
+        return left + [g for g in gauges if not series.get(g)] + [
+            f"{n}{w}: {total(series, n, **w)} < {v}" for n, w, v in floors if total(series, n, **w) < v]
+
+    series = wait_for(missing)
     assert total(series, "memcluster_extractor_errors_total", kind="timeout") == 0
     # shard-level series are labelled by shard only: other modules' shards of the session add to them
     assert total(series, "memcluster_shard_starts_total", shard="0") >= 1

@@ -2,7 +2,9 @@
 LocalShardBackend (the context reaches the shard through ``asyncio.to_thread`` and the job worker
 through the captured ingest context; across a Ray actor it travels as ``traceparent`` in
 ``ShardCore.traced``). One ingest is one connected trace: HTTP request → ingest → job → extractor
-call → policy → upsert_memory; search and delete give search_memory and delete_memory. No span
+call → policy → upsert_memory; a search is request → search_memory → shard_call → shard.search →
+vector_search and keyword_search, its query embedding under search_memory (the ingress embeds) or
+under shard.search (the shard embeds); delete gives delete_memory. No span
 attribute carries the user id; with tracing off a span is the shared null context."""
 
 from __future__ import annotations
@@ -25,8 +27,10 @@ APP, KEY, USER = "trace-app", "trace-app-key-0123456789", "tracy-31337"
 FACT = "The user sails a red dinghy."
 
 
-@pytest.fixture
-def traced(tmp_path: Any) -> Iterator[tuple[MemoryClient, InMemorySpanExporter]]:
+@pytest.fixture(params=["shard-embeds"])
+def traced(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[tuple[MemoryClient, InMemorySpanExporter]]:
+    """The service over HTTP; ``param`` "ingress-embeds" gives the ingress a query embedder (production's
+    default), "shard-embeds" leaves the query embedding to the shard."""
     from actors.backend import LocalShardBackend
     from memcore.settings import Settings
     from memcore.stores.embedders import HashingEmbedder
@@ -41,7 +45,8 @@ def traced(tmp_path: Any) -> Iterator[tuple[MemoryClient, InMemorySpanExporter]]
                             extractor={"base_url": llm.base_url, "model": "scripted", "job_timeout_s": 20})
         backend = LocalShardBackend(settings, embedder=HashingEmbedder(dim=256))
         app = create_app()
-        attach(app, backend, settings)
+        attach(app, backend, settings,
+               HashingEmbedder(dim=256) if request.param == "ingress-embeds" else None)
         try:
             with LiveServer(app) as live, MemoryClient(live.url, api_key=KEY, timeout=30) as client:
                 yield client, exporter
@@ -91,9 +96,7 @@ def test_one_ingest_is_one_connected_trace(traced: tuple[MemoryClient, InMemoryS
     exporter.clear()
     hits = client.search(APP, USER, "dinghy")
     assert hits and FACT in hits[0].entry.text
-    spans = by_trace(exporter, "POST /v1/apps/{app}/users/{user}/memories/search")
-    search = [s for s in spans if s.name == "search_memory"]
-    assert len(search) == 1 and parent_name(search[0], spans).startswith("POST ")  # type: ignore[union-attr]
+    assert_search_tree(exporter, ingress_embeds=False)
 
     exporter.clear()
     client.delete(APP, USER, hits[0].entry.id)
@@ -102,10 +105,55 @@ def test_one_ingest_is_one_connected_trace(traced: tuple[MemoryClient, InMemoryS
         assert all(USER not in str(v) for v in (s.attributes or {}).values()), s.name
 
 
+SEARCH_ROOT = "POST /v1/apps/{app}/users/{user}/memories/search"
+
+
+def assert_search_tree(exporter: InMemorySpanExporter, *, ingress_embeds: bool) -> None:
+    """One search is one trace: request → search_memory → (embed in the ingress) → shard_call →
+    shard.search → (embed in the shard) → vector_search, keyword_search; no query text, no user."""
+    spans = by_trace(exporter, SEARCH_ROOT)
+    names = [s.name for s in spans]
+    for once in ("search_memory", "memcluster.embed", "memcluster.shard_call", "memcluster.shard.search",
+                 "memcluster.vector_search", "memcluster.keyword_search"):
+        assert names.count(once) == 1, (once, names)
+    chain = {"search_memory": SEARCH_ROOT, "memcluster.shard_call": "search_memory",
+             "memcluster.shard.search": "memcluster.shard_call",
+             "memcluster.embed": "search_memory" if ingress_embeds else "memcluster.shard.search",
+             "memcluster.vector_search": "memcluster.shard.search",
+             "memcluster.keyword_search": "memcluster.shard.search"}
+    for child, parent in chain.items():
+        assert {parent_name(s, spans) for s in spans if s.name == child} == {parent}, child
+    attrs = {s.name: dict(s.attributes or {}) for s in spans}
+    assert attrs["search_memory"]["gen_ai.operation.name"] == "search_memory"
+    assert attrs["search_memory"]["memcluster.app"] == APP and attrs["search_memory"]["gen_ai.retrieval.top_k"] == 10
+    assert attrs["memcluster.embed"]["gen_ai.operation.name"] == "embeddings"
+    assert attrs["memcluster.embed"]["gen_ai.embeddings.dimension.count"] == 256
+    assert attrs["memcluster.vector_search"]["db.system.name"] == "qdrant"
+    assert attrs["memcluster.keyword_search"]["db.system.name"] == "tantivy"
+    assert attrs["memcluster.vector_search"]["memcluster.results"] >= 1
+    assert attrs["memcluster.keyword_search"]["memcluster.results"] >= 1
+    assert attrs["memcluster.shard.search"]["memcluster.shard"] in (0, 1)
+    for s in spans:
+        assert all(USER not in str(v) and "dinghy" not in str(v) for v in (s.attributes or {}).values()), s.name
+
+
+@pytest.mark.parametrize("traced", ["ingress-embeds"], indirect=True)
+def test_search_spans_when_the_ingress_embeds(traced: tuple[MemoryClient, InMemorySpanExporter]) -> None:
+    client, exporter = traced
+    client.add(APP, USER, FACT)
+    exporter.clear()
+    hits = client.search(APP, USER, "dinghy")
+    assert hits and FACT in hits[0].entry.text
+    assert_search_tree(exporter, ingress_embeds=True)
+
+
 def test_tracing_off_is_a_shared_null_context() -> None:
     tracing.disable()
     assert not tracing.enabled()
     assert tracing.span("search_memory", memcluster__app="a") is tracing.span("upsert_memory")
+    null = tracing.span("memcluster.shard_call")
+    assert tracing.search_span("a", 10, True) is null and tracing.embed_span(object()) is null
+    assert tracing.store_span("memcluster.vector_search", "qdrant", "search", memcluster__pool=5) is null
     assert tracing.carrier() is None and tracing.capture() is None
 
 
