@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 import jsonschema
 
+from memcore import tracing
 from memcore.errors import PermissionDeniedError, ValidationError
 from memcore.model import Entry, Kind, Memory, MemoryPatch, SearchHit, SearchOptions, UserKey
 from memcore.settings import ToolMode, ToolPolicy
@@ -185,7 +186,8 @@ def execute(
         return {"status": "ok", "memory_id": e.id, "previous_id": mid, "memory": e.text}
     if name == SEARCH:
         opts = search_options_from_args(arguments)
-        hits = backend.search(key, opts) if opts.query.strip() else []
+        with tracing.search_span(key.app, opts.max_results, opts.hybrid):
+            hits = backend.search(key, opts) if opts.query.strip() else []
         return {"results": [_hit_json(h) for h in hits], "count": len(hits)}
     if name == LOAD:
         limit = arguments.get("limit", 10)

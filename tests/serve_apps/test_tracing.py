@@ -147,6 +147,20 @@ def test_search_spans_when_the_ingress_embeds(traced: tuple[MemoryClient, InMemo
     assert_search_tree(exporter, ingress_embeds=True)
 
 
+def test_an_agent_tool_search_is_a_search_memory_span(traced: tuple[MemoryClient, InMemorySpanExporter]) -> None:
+    client, exporter = traced
+    client.add(APP, USER, FACT)
+    exporter.clear()
+    result = client.call_tool(APP, USER, "memory_search", {"query": "dinghy"})
+    assert result["count"] >= 1
+    spans = by_trace(exporter, "POST /v1/apps/{app}/users/{user}/tools/{name}")
+    search = [s for s in spans if s.name == "search_memory"]
+    assert len(search) == 1 and search[0].attributes is not None
+    assert search[0].attributes["memcluster.app"] == APP
+    assert {parent_name(s, spans) for s in spans if s.name == "memcluster.vector_search"} <= {
+        "memcluster.shard.search", "search_memory"}
+
+
 def test_tracing_off_is_a_shared_null_context() -> None:
     tracing.disable()
     assert not tracing.enabled()
