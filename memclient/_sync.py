@@ -70,12 +70,14 @@ class MemoryClient:
         event_time: TimeLike | None = None, participants: Sequence[str] | None = None,
         location: str | None = None, source: str | None = None, provenance: Sequence[str] | None = None,
         metadata: Mapping[str, Any] | None = None, key: str | None = None,
+        ttl_s: float | None = None,
     ) -> Entry:
         """Add a memory (idempotent for the same content; with ``key``, the same key replaces the memory
-        stored under it); returns the stored entry with its id."""
+        stored under it; with ``ttl_s``, the memory expires that many seconds after this write:
+        no read returns it afterwards); returns the stored entry with its id."""
         body = P.memory_body(text, topics=topics, kind=kind, event_time=event_time, participants=participants,
                              location=location, source=source, provenance=provenance, metadata=metadata,
-                             key=key)
+                             key=key, ttl_s=ttl_s)
         return self._send(P.add(app, user, body))
 
     def get(self, app: str, user: str, memory_id: str) -> Entry:
