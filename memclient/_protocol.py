@@ -158,6 +158,15 @@ def forget(app: str, user: str) -> Call[dict[str, Any]]:
     return Call("DELETE", user_path(app, user), _dict, idempotent=True)
 
 
+def delete_session(app: str, user: str, session: str) -> Call[dict[str, Any]]:
+    return Call("DELETE", user_path(app, user, "sessions", session), _dict, idempotent=True)
+
+
+def delete_turn(app: str, user: str, session: str, event_id: str) -> Call[dict[str, Any]]:
+    return Call("DELETE", user_path(app, user, "sessions", session, "events", event_id), _dict, idempotent=True,
+                gone_is_done=True)
+
+
 def compact() -> Call[dict[str, Any]]:
     return Call("POST", "/v1/admin/compact", _dict, idempotent=True)
 

@@ -119,6 +119,16 @@ class MemoryClient:
         """Erase the user completely (entries, archived turns, cursors, jobs); returns the counts removed."""
         return self._send(P.forget(app, user))
 
+    def delete_session(self, app: str, user: str, session: str) -> dict[str, Any]:
+        """Remove every archived turn of ``session`` for good, and the memories made only from them; returns
+        ``{"session", "events", "entries"}`` (the counts removed; a second call removes nothing)."""
+        return self._send(P.delete_session(app, user, session))
+
+    def delete_turn(self, app: str, user: str, session: str, event_id: str) -> dict[str, Any]:
+        """Remove one archived turn of ``session`` (and the memories made only from it); :class:`NotFound`
+        when the session holds no such turn."""
+        return self._send(P.delete_turn(app, user, session, event_id))
+
     def compact(self) -> dict[str, Any]:
         """Compact every shard's stores so that deleted text leaves the data files (per-shard results)."""
         return self._send(P.compact())
