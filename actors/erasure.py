@@ -1,5 +1,6 @@
 """Erasure in a shard's archive and stores: forgetting a user, the archived turns a delete or a clear
-removes, TTL expiry of archived turns, and what a compaction does to the SQLite file.
+removes, removing a session's turns (and the entries made only from them), TTL expiry of archived
+turns, and what a compaction does to the SQLite file.
 
 Archived turns have a ``hidden`` state: 0 visible, 1 hidden (a soft delete: kept, but no read path,
 recall or re-extraction sees it), 2 removed (a hard delete or a clear: the text is blanked and its
@@ -62,6 +63,31 @@ def drop_sources(archive: SqliteArchive, key: UserKey, event_ids: Sequence[str],
     return changed
 
 
+def _turns_where(key: UserKey, session: str, event_ids: Sequence[str] | None) -> tuple[str, list[Any]]:
+    where, args = "app = ? AND user = ? AND session = ?", [key.app, key.user, session]
+    if event_ids is not None:
+        where += f" AND id IN ({', '.join('?' * len(event_ids))})" if event_ids else " AND 0"
+        args += list(event_ids)
+    return where + f" AND hidden != {REMOVED}", args
+
+
+def session_turns(archive: SqliteArchive, key: UserKey, session: str, event_ids: Sequence[str] | None) -> set[str]:
+    """Ids of ``key``'s not yet removed turns of ``session`` (those of ``event_ids``, or all)."""
+    where, args = _turns_where(key, session, event_ids)
+    return {r[0] for r in archive.query(f"SELECT id FROM events WHERE {where}", args)}
+
+
+def remove_turns(archive: SqliteArchive, key: UserKey, session: str, event_ids: Sequence[str] | None) -> list[str]:
+    """Remove (blank, drop from recall) ``key``'s archived turns of ``session``: those with these event ids, or
+    all of them (None), in one transaction; returns the ids of the turns that were not removed before."""
+    where, args = _turns_where(key, session, event_ids)
+    with archive.transaction() as db:
+        ids = [r[0] for r in db.execute(f"SELECT id FROM events WHERE {where}", args)]
+        db.execute(f"DELETE FROM events_fts WHERE rowid IN (SELECT rowid FROM events WHERE {where})", args)
+        db.execute(f"UPDATE events SET hidden = {REMOVED}, content = '' WHERE {where}", args)
+    return ids
+
+
 def gone_ids(archive: SqliteArchive, key: UserKey) -> set[str]:
     """Event ids of ``key``'s hidden or removed turns."""
     return {r[0] for r in archive.query("SELECT id FROM events WHERE app = ? AND user = ? AND hidden != 0",
@@ -85,6 +111,12 @@ def compact_archive(archive: SqliteArchive) -> None:
 
 
 # ------------------------------------------------------------------ entries
+def sourceless(entries: Iterable[Entry], removed: set[str], visible: set[str]) -> list[str]:
+    """Ids of the entries made from any of the turns ``removed`` none of whose source turns is ``visible``
+    any more (the rule of :func:`orphaned_sources`, the other way round)."""
+    return [e.id for e in entries if removed & set(e.provenance) and not visible & set(e.provenance)]
+
+
 def orphaned_sources(removed: Iterable[Entry], remaining: Iterable[Entry], *, purge: bool = False) -> set[str]:
     """Provenance turns of ``removed`` that no active entry of ``remaining`` also came from (all with ``purge``)."""
     sources = {p for e in removed for p in e.provenance}

@@ -1,9 +1,10 @@
 """Periodic upkeep of one shard: TTL expiry of memories and archived turns, pruning of old job
 records, and compaction after erasure.
 
-TTL (``settings.ttl``, off unless ``ttl.apps`` names an app): every ``ttl.sweep_s`` the thread
-scans the shard's entries and removes for good (hard delete) the active entries of those apps
-whose last write (``updated_at``) is older than the app's lifetime. With
+TTL: every ``ttl.sweep_s`` the thread scans the shard's entries and removes for good (hard delete)
+the active entries that are due (:meth:`Maintenance.due`): those past their own ``expires_at`` (a
+write's ``ttl_s``, any app) and, for the apps ``ttl.apps`` names, those whose last write
+(``updated_at``) is older than the app's lifetime. With
 ``ttl.refresh_on_access`` a read through get/read/search/preload also counts: the entry
 expires a lifetime after the later of its last write and its last read (reads are recorded
 in the archive, not in the entry, so ``updated_at`` keeps meaning "last written"). Each
@@ -20,6 +21,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
 from typing import Any
 
 from actors.archive import SqliteArchive
@@ -99,28 +101,33 @@ class Maintenance:
         if ttl.refresh_on_access and ttl.ttl_of(key.app) is not None:
             self.archive.touch(key, [e.id for e in entries])
 
+    def due(self, entry: Entry, now: float, seen: dict[str, float] | None = None) -> bool:
+        """Whether the sweep deletes ``entry`` at ``now``: its own expiry passed (:meth:`Entry.expired`), or
+        its app's lifetime since its last write (or read, given ``seen``, with refresh on access)."""
+        if entry.expired(datetime.fromtimestamp(now, UTC)):
+            return True
+        life = self.settings.ttl.ttl_of(entry.app)
+        if life is None:
+            return False
+        last = max(entry.updated_at.timestamp(), (seen or {}).get(entry.id, 0.0))
+        return last < now - life
+
     def expire(self, now: float | None = None) -> int:
-        """Hard-delete the expired entries of this shard; returns how many."""
+        """Hard-delete the expired entries of this shard (per-entry expiry or the app's TTL); returns how many."""
         ttl = self.settings.ttl
-        if not ttl.apps:
-            return 0
         now = time.time() if now is None else now
         candidates: dict[UserKey, list[str]] = {}
         stored = self.current.get().vectors.scroll(None, include_deleted=False)
         for e in layout.owned(self.settings, self.shard, stored):
-            life = ttl.ttl_of(e.app)
-            if life is None or e.updated_at.timestamp() >= now - life:
-                continue
-            candidates.setdefault(e.key, []).append(e.id)
+            if self.due(e, now):
+                candidates.setdefault(e.key, []).append(e.id)
         removed = 0
         for key, ids in candidates.items():
-            life = ttl.ttl_of(key.app) or 0.0
             seen = self.archive.last_access(key) if ttl.refresh_on_access else {}
             gone: list[str] = []
             with self._writing(key):
                 for entry in self.current.get().vectors.get(key, ids):
-                    last = max(entry.updated_at.timestamp(), seen.get(entry.id, 0.0))
-                    if not entry.active or last >= now - life:
+                    if not entry.active or not self.due(entry, now, seen):
                         continue
                     try:
                         self.current.get().delete(key, entry.id, hard=True)

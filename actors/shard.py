@@ -263,6 +263,13 @@ class ShardCore:
         return self._write(key, lambda: self.erasure.clear(key, hard, purge_sources)["entries"])
 
     @timed_write("forget")
+    def drop_turns(self, key: UserKey, session: str, event_ids: list[str] | None = None) -> Ack:
+        """Remove archived turns of ``session`` (``event_ids``, or all) and the entries made only from them
+        (:meth:`actors.shard_erasure.ShardErasure.drop_turns`); the value counts what was removed."""
+        session = check_session(session)
+        return self._write(key, lambda: self.erasure.drop_turns(key, session, event_ids))
+
+    @timed_write("forget")
     def forget(self, key: UserKey) -> Ack:
         """Erase ``key`` completely (entries, tombstones, archived turns, cursors, jobs, access times, every
         generation, the user's write counter); the value counts what was removed. Compaction then removes
@@ -430,7 +437,7 @@ class _ErasingTools:
 READS = frozenset({"status", "get", "read", "search", "search_json", "preload", "ping", "job", "recall",
                    "embedder_info", "generation_info", "export", "export_users"})
 WRITES = frozenset({"add", "add_many", "backfill", "update", "delete", "clear", "forget", "compact", "tool",
-                    "restore", "ingest",
+                    "restore", "ingest", "drop_turns",
                     "begin_generation", "reextract_user", "switch_generation", "abort_generation",
                     "drop_generation"})
 LOCAL = frozenset({"close", "traced"})

@@ -47,6 +47,10 @@ class ShardClient:
     async def forget(self, key: UserKey) -> Written[dict[str, Any]]:
         return await self._write(key, "forget")
 
+    async def drop_turns(self, key: UserKey, session: str,
+                         event_ids: list[str] | None = None) -> Written[dict[str, Any]]:
+        return await self._write(key, "drop_turns", session, event_ids)
+
     async def compact(self, shard: int) -> dict[str, Any]:
         return await self.backend.call_shard(shard, "compact")
 

@@ -76,6 +76,30 @@ class ShardErasure:
                 erasure.prune_derived(other, key, gone)
         return {"entries": cleared, "events": self._sources(key, gone, hard)}
 
+    def drop_turns(self, key: UserKey, session: str, event_ids: list[str] | None) -> dict[str, Any]:
+        """Remove (hard) ``session``'s archived turns, the given ones or all of them, and every entry (in
+        every generation) none of whose source turns is left. A pending extraction job never reads a
+        removed turn (only visible ones are extracted). Entries go first, then the turns in one
+        transaction: a retry after a crash in between finishes the erasure."""
+        service = self.current.get()
+        doomed_turns = erasure.session_turns(self.archive, key, session, event_ids)
+        entries = list(service.vectors.scroll(key, include_deleted=True))
+        cited = {p for e in entries for p in e.provenance}
+        still = self.archive.visible(key, sorted(cited - doomed_turns)) if cited else set()
+        doomed = erasure.sourceless(entries, doomed_turns, still)
+        if doomed:
+            service.vectors.delete(key, doomed)
+            service.keywords.delete(doomed)
+        with self.generations.others() as others:
+            for other in others:
+                gone = erasure.sourceless(other.vectors.scroll(key, include_deleted=True), doomed_turns, still)
+                erasure.retire_ids(other, key, gone, hard=True)
+        removed = erasure.remove_turns(self.archive, key, session, event_ids)
+        self.generations.note_gone(key, set(removed))
+        if removed or doomed:
+            self.marker.touch()
+        return {"session": session, "events": len(removed), "entries": len(doomed)}
+
     def forget(self, key: UserKey) -> dict[str, Any]:
         """Erase everything of ``key`` in this shard; returns the counts of what was removed."""
         service = self.current.get()

@@ -75,12 +75,14 @@ class AsyncMemoryClient:
         event_time: TimeLike | None = None, participants: Sequence[str] | None = None,
         location: str | None = None, source: str | None = None, provenance: Sequence[str] | None = None,
         metadata: Mapping[str, Any] | None = None, key: str | None = None,
+        ttl_s: float | None = None,
     ) -> Entry:
         """Add a memory (idempotent for the same content; with ``key``, the same key replaces the memory
-        stored under it); returns the stored entry with its id."""
+        stored under it; with ``ttl_s``, the memory expires that many seconds after this write:
+        no read returns it afterwards); returns the stored entry with its id."""
         body = P.memory_body(text, topics=topics, kind=kind, event_time=event_time, participants=participants,
                              location=location, source=source, provenance=provenance, metadata=metadata,
-                             key=key)
+                             key=key, ttl_s=ttl_s)
         return await self._send(P.add(app, user, body))
 
     async def get(self, app: str, user: str, memory_id: str) -> Entry:
@@ -121,6 +123,16 @@ class AsyncMemoryClient:
     async def forget(self, app: str, user: str) -> dict[str, Any]:
         """Erase the user completely (entries, archived turns, cursors, jobs); returns the counts removed."""
         return await self._send(P.forget(app, user))
+
+    async def delete_session(self, app: str, user: str, session: str) -> dict[str, Any]:
+        """Remove every archived turn of ``session`` for good, and the memories made only from them; returns
+        ``{"session", "events", "entries"}`` (the counts removed; a second call removes nothing)."""
+        return await self._send(P.delete_session(app, user, session))
+
+    async def delete_turn(self, app: str, user: str, session: str, event_id: str) -> dict[str, Any]:
+        """Remove one archived turn of ``session`` (and the memories made only from it); :class:`NotFound`
+        when the session holds no such turn."""
+        return await self._send(P.delete_turn(app, user, session, event_id))
 
     async def compact(self) -> dict[str, Any]:
         """Compact every shard's stores so that deleted text leaves the data files (per-shard results)."""

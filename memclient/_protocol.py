@@ -89,6 +89,7 @@ def memory_body(
     provenance: Sequence[str] | None = None,
     metadata: Mapping[str, Any] | None = None,
     key: str | None = None,
+    ttl_s: float | None = None,
 ) -> dict[str, Any]:
     """The Memory JSON; unset optional fields are left out so the server's defaults apply."""
     body: dict[str, Any] = {"text": text, "kind": kind}
@@ -101,6 +102,7 @@ def memory_body(
         "provenance": list(provenance) if provenance is not None else None,
         "metadata": dict(metadata) if metadata is not None else None,
         "key": key,
+        "ttl_s": ttl_s,
     }
     body.update({k: v for k, v in optional.items() if v is not None})
     return body
@@ -154,6 +156,15 @@ def clear(app: str, user: str, hard: bool | None, purge_sources: bool = False) -
 
 def forget(app: str, user: str) -> Call[dict[str, Any]]:
     return Call("DELETE", user_path(app, user), _dict, idempotent=True)
+
+
+def delete_session(app: str, user: str, session: str) -> Call[dict[str, Any]]:
+    return Call("DELETE", user_path(app, user, "sessions", session), _dict, idempotent=True)
+
+
+def delete_turn(app: str, user: str, session: str, event_id: str) -> Call[dict[str, Any]]:
+    return Call("DELETE", user_path(app, user, "sessions", session, "events", event_id), _dict, idempotent=True,
+                gone_is_done=True)
 
 
 def compact() -> Call[dict[str, Any]]:

@@ -44,6 +44,8 @@ class Entry:
     metadata: dict[str, Any] = field(default_factory=dict)
     key: str | None = None
     """The caller's key, when the memory was written with one (same key -> same memory, replaced)."""
+    expires_at: datetime | None = None
+    """When the memory expires (the ``ttl_s`` of the add that wrote it); None: never."""
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Entry:
@@ -64,6 +66,7 @@ class Entry:
             deleted_at=parse_time(data.get("deleted_at")),
             metadata=dict(data.get("metadata") or {}),
             key=data.get("key"),
+            expires_at=parse_time(data.get("expires_at")),
         )
 
     @property

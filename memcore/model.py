@@ -15,6 +15,10 @@ service turns into :class:`memcore.errors.ValidationError` naming the field):
 - item_key (``key`` in JSON): an optional caller key, 1..512 characters, no control characters, no
   outer whitespace. A keyed memory's id is derived from (app, user, key) alone, so writing the same
   key again replaces the item (text, metadata and all); see :func:`memcore.ids.memory_id`.
+- ttl_s: an optional lifetime of the memory in seconds (0 < ttl_s <= :data:`MAX_TTL_S`). Every add
+  sets the entry's ``expires_at`` from its own ``ttl_s`` (none given: the entry does not expire);
+  an update keeps it. An entry past ``expires_at`` is expired (:meth:`Entry.expired`, the one rule):
+  no read returns it and the maintenance sweep deletes it (:mod:`actors.maintenance`).
 """
 
 from __future__ import annotations
@@ -40,6 +44,8 @@ MAX_LOCATION_CHARS = 256
 MAX_PROVENANCE = 1024
 MAX_RESULTS_LIMIT = 1000
 MAX_ITEM_KEY_CHARS = 512
+MAX_TTL_S = 100 * 365 * 86400.0
+"""The longest per-memory lifetime (``ttl_s``): about a hundred years."""
 
 
 class Kind(StrEnum):
@@ -196,6 +202,7 @@ EventTime = Annotated[datetime | None, AfterValidator(_utc_or_none)]
 Provenance = Annotated[list[str], AfterValidator(check_provenance)]
 Metadata = Annotated[dict[str, Any], BeforeValidator(check_metadata)]
 ItemKey = Annotated[str | None, AfterValidator(check_item_key)]
+TtlSeconds = Annotated[float, Field(gt=0, le=MAX_TTL_S, allow_inf_nan=False)] | None
 """The field types of a memory, each with its rule (one home: :class:`Memory` and :class:`MemoryPatch`)."""
 
 
@@ -218,6 +225,8 @@ class Memory(BaseModel):
     metadata: Metadata = Field(default_factory=dict)
     item_key: ItemKey = Field(default=None, alias="key", serialization_alias="key")
     """The caller's key (JSON ``key``): unique per (app, user); same key -> same item, replaced."""
+    ttl_s: TtlSeconds = None
+    """Lifetime in seconds from this write (sets the entry's ``expires_at``); None: never expires."""
 
 
 PATCH_FIELDS: tuple[str, ...] = ("text", "topics", "kind", "event_time", "participants", "location", "metadata",
@@ -283,6 +292,10 @@ class Entry(Memory):
     created_at: datetime
     updated_at: datetime
     deleted_at: datetime | None = None
+    expires_at: EventTime = None
+    """When this entry expires (set from the ``ttl_s`` of the add that wrote it); None: never."""
+    ttl_s: TtlSeconds = Field(default=None, exclude=True)
+    """Not stored: an entry keeps ``expires_at`` (the field is the write's, see :class:`Memory`)."""
     replaces: str | None = Field(default=None, exclude=True)
     """A pending rotation: the id of the entry this one replaces, set while an update that rotates
     the id has written this entry and not yet retired the old one (never shown: not dumped; see
@@ -296,6 +309,10 @@ class Entry(Memory):
     def active(self) -> bool:
         return self.deleted_at is None
 
+    def expired(self, at: datetime) -> bool:
+        """The one rule of a per-entry expiry: ``expires_at`` is set and not after ``at``."""
+        return self.expires_at is not None and self.expires_at <= at
+
     def memory(self) -> Memory:
         return Memory.model_validate(self.model_dump(include=set(Memory.model_fields)))
 
@@ -305,6 +322,7 @@ class Entry(Memory):
         data["event_ts"] = self.event_time.timestamp() if self.event_time else None
         data["updated_ts"] = self.updated_at.timestamp()
         data["deleted"] = self.deleted_at is not None
+        data["expires_ts"] = self.expires_at.timestamp() if self.expires_at else None
         if self.replaces is not None:
             data["replaces"] = self.replaces
         return data

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -76,10 +77,10 @@ class MemoryService:
             to_embed: dict[str, int] = {}
             for i, (mid, mem) in enumerate(zip(ids, mems, strict=True)):
                 prev = by_id.get(mid) or existing.get(mid)
-                if prev is not None:
+                if prev is not None and not prev.expired(now):
                     entry = _apply(prev, mem, now, provenance=_union(prev.provenance, mem.provenance))
-                    entry = entry.model_copy(update={"deleted_at": None})
-                else:
+                    entry = entry.model_copy(update={"deleted_at": None, "expires_at": _expiry(mem, now)})
+                else:  # new, or expired and not yet swept: written afresh
                     entry = _new_entry(key, mid, mem, now, created_at=now)
                 if mid not in by_id:
                     order.append(mid)
@@ -109,7 +110,7 @@ class MemoryService:
         rotates the id and carries everything else over; a topics-only change keeps the id."""
         patch = MemoryPatch.of(memory) if isinstance(memory, Memory) else validate(MemoryPatch, memory)
         with self._write_lock, store_errors("update"):
-            src = self._active(key, entry_id)
+            src = self._active(key, entry_id, live=True)
             mem = Memory.model_validate({**_memory_of(src), **patch.changes(), "provenance": patch.provenance})
             now = self._clock()
             new_id = memory_id(key, mem)
@@ -125,7 +126,7 @@ class MemoryService:
             else:
                 entry = _new_entry(key, new_id, mem, now, created_at=src.created_at)  # inherits the source's
             entry = entry.model_copy(update={"provenance": _union(src.provenance, mem.provenance),
-                                             "metadata": _metadata_of(mem, src)})
+                                             "metadata": _metadata_of(mem, src), "expires_at": src.expires_at})
             # Crash-safe rotation: the new entry is written naming the id it replaces, the old one is
             # retired, then the mark is cleared; a shard killed in between finishes it on start
             # (finish_rotations), so exactly one of the two stays active.
@@ -213,7 +214,7 @@ class MemoryService:
 
     def get(self, key: UserKey, entry_id: str) -> Entry:
         with store_errors("get"):
-            return self._active(key, entry_id)
+            return self._active(key, entry_id, live=True)
 
     def read(
         self, key: UserKey, limit: int | None = None, metadata_filter: dict[str, Scalar] | None = None, *,
@@ -223,9 +224,11 @@ class MemoryService:
         ``metadata_filter`` only the entries whose metadata has every ``key: value``; with ``topics``
         only those with any (``topics_match="any"``) or all of them (every entry is read, then filtered)."""
         flt = _metadata_filter(metadata_filter)
+        now = self._clock()
         with store_errors("read"):
             entries = [e for e in self.vectors.scroll(key, include_deleted=False)
-                       if matches(e.metadata, flt) and has_topics(e.topics, topics, topics_match)]
+                       if not e.expired(now) and matches(e.metadata, flt)
+                       and has_topics(e.topics, topics, topics_match)]
         entries.sort(key=lambda e: (e.updated_at, e.id), reverse=True)
         return entries[:limit] if limit and limit > 0 else entries
 
@@ -249,6 +252,8 @@ class MemoryService:
             hits = self._search_once(key, opts, qvec, opts.kind)
             if opts.kind is not None and opts.kind_fallback and len(hits) < fusion.KIND_FALLBACK_MIN:
                 hits = fusion.merge_kind_fallback(hits, self._search_once(key, opts, qvec, None), opts.kind)
+        now = self._clock()
+        hits = [h for h in hits if not h.entry.expired(now)]
         if opts.deduplicate:
             hits = fusion.deduplicate(hits)
         windows = hits
@@ -265,11 +270,13 @@ class MemoryService:
     def _search_once(self, key: UserKey, opts: SearchOptions, qvec: Vectors, kind: Kind | None) -> list[SearchHit]:
         return search.search_once(self.vectors, self.keywords, self.config, key, opts, qvec, kind)
 
-    def _active(self, key: UserKey, entry_id: str) -> Entry:
+    def _active(self, key: UserKey, entry_id: str, *, live: bool = False) -> Entry:
+        """The active entry ``entry_id``; with ``live`` an expired one is not found either (reads,
+        updates; a delete, the TTL sweep's among them, still finds it)."""
         if not entry_id or len(entry_id) > 256 or not entry_id.isprintable():
             raise NotFoundError(f"memory {entry_id!r} not found", field="memory_id")
         found = next(iter(self.vectors.get(key, [entry_id])), None)
-        if found is None or not found.active:
+        if found is None or not found.active or (live and found.expired(self._clock())):
             raise NotFoundError(f"memory {entry_id!r} not found", field="memory_id")
         return found
 
@@ -302,12 +309,18 @@ def _metadata_of(mem: Memory, prev: Entry) -> dict[str, Any]:
 
 
 def _new_entry(key: UserKey, entry_id: str, mem: Memory, now: Any, *, created_at: Any) -> Entry:
-    return Entry(id=entry_id, app=key.app, user=key.user, created_at=created_at, updated_at=now, **mem.model_dump())
+    return Entry(id=entry_id, app=key.app, user=key.user, created_at=created_at, updated_at=now,
+                 expires_at=_expiry(mem, now), **mem.model_dump())
+
+
+def _expiry(mem: Memory, now: datetime) -> datetime | None:
+    """The expiry an add sets: ``ttl_s`` after the write, or none (see :mod:`memcore.model`)."""
+    return now + timedelta(seconds=mem.ttl_s) if mem.ttl_s is not None else None
 
 
 def _memory_of(entry: Entry) -> dict[str, Any]:
     """The caller-settable fields of a stored entry (provenance excepted)."""
-    return {f: getattr(entry, f) for f in Memory.model_fields if f != "provenance"}
+    return {f: getattr(entry, f) for f in Memory.model_fields if f not in ("provenance", "ttl_s")}
 
 
 def _apply(prev: Entry, mem: Memory, now: Any, *, provenance: list[str]) -> Entry:

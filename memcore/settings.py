@@ -217,7 +217,9 @@ class TTLSettings(BaseModel):
     ``refresh_on_access``, their last read through get/read/search/preload, whichever is later —
     is older than the lifetime. An expired entry lives at most one ``sweep_s`` longer. The same
     sweep deletes the app's archived turns (raw events) whose timestamp is older than the lifetime,
-    except those an unfinished extraction job has yet to read, then compacts the shard.
+    except those an unfinished extraction job has yet to read, then compacts the shard. The same
+    sweep (every ``sweep_s``, with or without ``apps``) deletes the entries past their own
+    ``expires_at`` (a write's ``ttl_s``, :mod:`memcore.model`), which no read returns meanwhile.
     """
 
     apps: dict[str, Annotated[float, Field(gt=0)]] = Field(default_factory=dict)

@@ -3,6 +3,11 @@
 ::
 
     DELETE /v1/apps/{app}/users/{user}   erase the user completely; 200 with the counts removed
+    DELETE /v1/apps/{app}/users/{user}/sessions/{session}
+                                         remove the session's archived turns (hard) and the memories
+                                         made only from them; 200 {"session", "events", "entries"}
+    DELETE /v1/apps/{app}/users/{user}/sessions/{session}/events/{event_id}
+                                         the same for one turn; 404 when the session holds no such turn
     POST   /v1/admin/compact             rewrite every shard's stores and archive without deleted
                                          data (any valid key; open when no keys are configured);
                                          200 {"shards": [...]} once every shard is done
@@ -14,14 +19,17 @@ retention" section.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Path, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
-from memcore.validation import make_key
+from memcore.errors import NotFoundError
+from memcore.validation import check_session, make_key
 from serve_apps.deps import App, User, errors, seq_headers, shards, state, to_json
+
+SessionPath = Annotated[str, Path(description="The session id.")]
 
 
 class ForgetResponse(BaseModel):
@@ -36,6 +44,14 @@ class ForgetResponse(BaseModel):
     sessions: int = Field(description="Session cursors removed.")
     jobs: int = Field(description="Extraction job records removed.")
     access_records: int = Field(description="TTL access times removed.")
+
+
+class TurnsRemoved(BaseModel):
+    """What removing archived turns of a session removed."""
+
+    session: str
+    events: int = Field(description="Archived turns removed (text blanked, recall index rows dropped).")
+    entries: int = Field(description="Memories removed because every turn they were made from is gone.")
 
 
 class ShardCompaction(BaseModel):
@@ -64,6 +80,27 @@ def erasure_routes(user_router: APIRouter, key_router: APIRouter) -> None:
         and the TTL access times. Run ``POST /v1/admin/compact`` (or let the maintenance loop do it) to
         remove the bytes from the data files. Idempotent: a second call removes nothing."""
         counts, seq = await shards(request).forget(make_key(app, user))
+        return JSONResponse(to_json(counts), headers=seq_headers(seq))
+
+    @user_router.delete("/sessions/{session}", response_model=TurnsRemoved, responses=errors(),
+                        summary="Remove a session's archived turns", tags=["erasure"])
+    async def drop_session(request: Request, app: App, user: User, session: SessionPath) -> Response:
+        """Remove every archived turn of the session for good (text blanked, recall index rows dropped; the
+        ids stay so that a resend of the same events is still recognised) and every memory, in every
+        generation, none of whose source turns is left. A pending extraction of the session never reads a
+        removed turn. Idempotent: a second call removes nothing."""
+        counts, seq = await shards(request).drop_turns(make_key(app, user), check_session(session))
+        return JSONResponse(to_json(counts), headers=seq_headers(seq))
+
+    @user_router.delete("/sessions/{session}/events/{event_id}", response_model=TurnsRemoved, responses=errors(404),
+                        summary="Remove one archived turn", tags=["erasure"])
+    async def drop_turn(request: Request, app: App, user: User, session: SessionPath,
+                        event_id: Annotated[str, Path(description="The turn's event id.")]) -> Response:
+        """Remove one archived turn of the session as ``DELETE .../sessions/{session}`` removes all of them;
+        404 when the session holds no such turn (or it was removed already)."""
+        counts, seq = await shards(request).drop_turns(make_key(app, user), check_session(session), [event_id])
+        if not counts["events"]:
+            raise NotFoundError(f"session {session!r} holds no archived turn {event_id!r}", field="event_id")
         return JSONResponse(to_json(counts), headers=seq_headers(seq))
 
     @key_router.post("/v1/admin/compact", response_model=CompactResponse, responses=errors(),

@@ -82,6 +82,8 @@ _MEMORY_DOCS = {
                 "of JSON); not part of the memory's identity; filterable by equality (`metadata_filter`).",
     "key": "An optional caller key (1..512 characters): the memory's identity becomes (app, user, key), so a "
            "later write with the same key replaces this memory (text, metadata and all) instead of adding one.",
+    "ttl_s": "Lifetime in seconds from this write (0 < ttl_s <= about 100 years): afterwards no read returns the "
+             "memory and the maintenance sweep deletes it. Every add sets it anew (left out: never expires).",
 }
 _ENTRY_DOCS = {
     **_MEMORY_DOCS,
@@ -92,6 +94,7 @@ _ENTRY_DOCS = {
     "created_at": "When the memory was first stored.",
     "updated_at": "When the memory was last written (re-adding identical content refreshes it).",
     "deleted_at": "Soft-delete tombstone; always null in responses (deleted entries are invisible).",
+    "expires_at": "When the memory expires (set from the `ttl_s` of the add that wrote it); null: never.",
 }
 _SEARCH_DOCS = {
     "query": "Free text. Keyword-index syntax (quotes, AND, field:value) is taken literally, never parsed.",

@@ -9,9 +9,16 @@ Install with ``pip install "memcluster-client[langgraph]"``::
 Namespace mapping. With ``app`` given, a namespace is ``(user, *topic_path)``; without it,
 ``(app, user, *topic_path)``. Every read and write is scoped to that memcluster app and user; the
 topic path (possibly empty) and the item key become the memcluster entry's caller ``key`` (a JSON
-array ``[*topic_path, key]``, so ``put`` with the same namespace and key replaces the item), and the
-value is kept whole in the entry's ``metadata`` (``value``) next to the path prefixes that make
-namespace-prefix searches one metadata equality (``lg_p<depth>``).
+array ``[*topic_path, key]``), and the value is kept whole in the entry's ``metadata`` (``value``)
+next to the path prefixes that make namespace-prefix searches one metadata equality (``lg_p<depth>``,
+the labels joined by ``.``).
+
+Keys. memcluster's caller key is unique per (app, user); folding the rest of the namespace into it
+gives exactly LangGraph's semantics: the same namespace and key are the same JSON array, so ``put``
+replaces the item; two namespaces differ in a label or in length, so their arrays differ and the same
+key in two namespaces is two items, never one; ``search`` by a namespace prefix and
+``list_namespaces`` see only the namespaces under it. The ``.``-joined prefixes are unambiguous
+because LangGraph refuses labels containing ``.``.
 
 - ``put``: the entry's text (what hybrid search ranks) is the value's string fields, or only the
   fields named by ``index`` / ``index_fields``; values are bounded by memcluster's metadata limits
@@ -22,8 +29,14 @@ namespace-prefix searches one metadata equality (``lg_p<depth>``).
   namespace prefix.
 - ``list_namespaces`` needs a ``prefix`` condition that names the app and user (memcluster has no
   cross-user listing).
-- TTL: memcluster's TTL is the server's per-app setting (``ttl`` in its settings, with refresh on
-  access); a per-item ``ttl`` is not supported (``supports_ttl`` is False, so LangGraph rejects it).
+- TTL (``supports_ttl`` is True): ``put(..., ttl=minutes)`` becomes the entry's ``ttl_s`` (minutes x 60),
+  so the item expires that long after the write: no get, search or listing returns it afterwards and
+  the server's maintenance sweep deletes it (there is no client-side sweeper; ``ttl_config``'s
+  ``sweep_interval_minutes`` is the server's ``ttl.sweep_s``). ``ttl=None`` (or no ``default_ttl``):
+  the item never expires; a ``put`` replaces the previous expiry. ``refresh_ttl`` on get and search
+  (LangGraph's default, or ``ttl_config["refresh_on_read"]``) restarts the TTL of each returned item
+  that has one by writing it again unchanged (one write per item, which also moves its
+  ``updated_at``). The server's per-app TTL (``ttl`` in its settings) applies on top.
 
 Errors of the service are raised as :class:`memclient.MemclientError` subclasses, never turned into
 empty results. ``batch`` uses the sync client, ``abatch`` the async one (``connect`` makes both).
@@ -59,7 +72,7 @@ from memclient import AsyncMemoryClient, Entry, MemoryClient, SearchHit  # noqa:
 __all__ = ["MemclusterStore"]
 
 MARK = "lg"  # metadata flag of entries written by the store
-DEPTH, KEY, VALUE, PREFIX = "lg_depth", "lg_key", "value", "lg_p"
+DEPTH, KEY, VALUE, PREFIX, TTL = "lg_depth", "lg_key", "value", "lg_p", "lg_ttl"
 #: the most entries one listing reads (the server's read limit)
 READ_LIMIT = 1000
 
@@ -114,6 +127,11 @@ def _matches_filter(value: Mapping[str, Any], flt: Mapping[str, Any] | None) -> 
     return True
 
 
+def _seconds(minutes: float | None) -> float | None:
+    """LangGraph's TTL (minutes) as memcluster's ``ttl_s``."""
+    return None if minutes is None else float(minutes) * 60.0
+
+
 def _does_match(cond: MatchCondition, ns: tuple[str, ...]) -> bool:
     path = tuple(cond.path)
     if len(ns) < len(path):
@@ -126,7 +144,7 @@ def _does_match(cond: MatchCondition, ns: tuple[str, ...]) -> bool:
 class MemclusterStore(BaseStore):
     """A LangGraph store backed by memcluster (see the module docstring for the mapping)."""
 
-    supports_ttl = False
+    supports_ttl = True
 
     def __init__(
         self,
@@ -180,15 +198,24 @@ class MemclusterStore(BaseStore):
         return self.prefix_filter(scope.path, **{DEPTH: len(scope.path), KEY: key})
 
     def write_args(self, scope: Scope, op: PutOp) -> dict[str, Any]:
-        if op.ttl is not None:
-            raise NotImplementedError("MemclusterStore has no per-item TTL: memcluster's TTL is the app's setting")
         value = dict(op.value or {})
         fields = None if op.index is None else ([] if op.index is False else list(op.index))
         if fields is None:
             fields = self.index_fields
         meta = {MARK: True, DEPTH: len(scope.path), KEY: op.key, **_prefixes(scope.path), VALUE: value}
+        if op.ttl is not None:
+            meta[TTL] = op.ttl
         return {"text": text_of(value, fields, op.key), "key": json.dumps([*scope.path, op.key], ensure_ascii=False),
-                "metadata": meta, "source": "user"}
+                "metadata": meta, "source": "user", "ttl_s": _seconds(op.ttl)}
+
+    @staticmethod
+    def refresh_args(entry: Entry) -> dict[str, Any] | None:
+        """The write that restarts ``entry``'s TTL (the same item again), or None when it has no TTL."""
+        minutes = entry.metadata.get(TTL)
+        if not isinstance(minutes, int | float) or isinstance(minutes, bool) or entry.expires_at is None:
+            return None
+        return {"text": entry.text, "key": entry.key, "metadata": entry.metadata, "source": "user",
+                "ttl_s": _seconds(minutes)}
 
     def item(self, scope: Scope, entry: Entry, score: float | None = None, *, search: bool = False) -> Item:
         meta = entry.metadata
@@ -204,8 +231,9 @@ class MemclusterStore(BaseStore):
     def _stored(entry: Entry) -> bool:
         return entry.metadata.get(MARK) is True and entry.key is not None and KEY in entry.metadata
 
-    def search_items(self, scope: Scope, op: SearchOp, hits: Sequence[SearchHit] | None,
-                     entries: Sequence[Entry] | None) -> list[SearchItem]:
+    def page(self, op: SearchOp, hits: Sequence[SearchHit] | None,
+             entries: Sequence[Entry] | None) -> list[tuple[Entry, float | None]]:
+        """The entries (and scores) of the search's answer: the store's items passing ``filter``, paged."""
         found: list[tuple[Entry, float | None]]
         if hits is not None:
             found = [(h.entry, h.score) for h in hits]
@@ -213,8 +241,10 @@ class MemclusterStore(BaseStore):
             found = [(e, None) for e in entries or ()]
         chosen = [(e, s) for e, s in found
                   if self._stored(e) and _matches_filter(e.metadata.get(VALUE) or {}, op.filter)]
-        page = chosen[op.offset: op.offset + op.limit]
-        out = [self.item(scope, e, s, search=True) for e, s in page]
+        return chosen[op.offset: op.offset + op.limit]
+
+    def search_items(self, scope: Scope, chosen: Sequence[tuple[Entry, float | None]]) -> list[SearchItem]:
+        out = [self.item(scope, e, s, search=True) for e, s in chosen]
         return [i for i in out if isinstance(i, SearchItem)]
 
     @staticmethod
@@ -251,6 +281,13 @@ class MemclusterStore(BaseStore):
         found = mc.read(scope.app, scope.user, 2, metadata_filter=self.item_filter(scope, key))
         return next((e for e in found if self._stored(e)), None)
 
+    def _refresh(self, mc: MemoryClient, scope: Scope, entries: Sequence[Entry]) -> list[Entry]:
+        out = []
+        for entry in entries:
+            args = self.refresh_args(entry)
+            out.append(entry if args is None else mc.add(scope.app, scope.user, args.pop("text"), **args))
+        return out
+
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         mc = self._sync()
         results: list[Result] = []
@@ -258,6 +295,8 @@ class MemclusterStore(BaseStore):
             if isinstance(op, GetOp):
                 scope = self.scope(op.namespace)
                 entry = self._find(mc, scope, op.key)
+                if entry is not None and op.refresh_ttl:
+                    entry = self._refresh(mc, scope, [entry])[0]
                 results.append(self.item(scope, entry) if entry is not None else None)
             elif isinstance(op, PutOp):
                 scope = self.scope(op.namespace)
@@ -275,10 +314,13 @@ class MemclusterStore(BaseStore):
                 if op.query:
                     hits = mc.search(scope.app, scope.user, op.query, max_results=self.fetch_size(op),
                                      metadata_filter=flt)
-                    results.append(self.search_items(scope, op, hits, None))
+                    chosen = self.page(op, hits, None)
                 else:
-                    entries = mc.read(scope.app, scope.user, READ_LIMIT, metadata_filter=flt)
-                    results.append(self.search_items(scope, op, None, entries))
+                    chosen = self.page(op, None, mc.read(scope.app, scope.user, READ_LIMIT, metadata_filter=flt))
+                if op.refresh_ttl:
+                    fresh = self._refresh(mc, scope, [e for e, _ in chosen])
+                    chosen = [(e, sc) for e, (_, sc) in zip(fresh, chosen, strict=True)]
+                results.append(self.search_items(scope, chosen))
             elif isinstance(op, ListNamespacesOp):
                 scope = self.list_scope(op)
                 entries = mc.read(scope.app, scope.user, READ_LIMIT, metadata_filter=self.prefix_filter(()))
@@ -297,6 +339,13 @@ class MemclusterStore(BaseStore):
         found = await mc.read(scope.app, scope.user, 2, metadata_filter=self.item_filter(scope, key))
         return next((e for e in found if self._stored(e)), None)
 
+    async def _arefresh(self, mc: AsyncMemoryClient, scope: Scope, entries: Sequence[Entry]) -> list[Entry]:
+        out = []
+        for entry in entries:
+            args = self.refresh_args(entry)
+            out.append(entry if args is None else await mc.add(scope.app, scope.user, args.pop("text"), **args))
+        return out
+
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         mc = self._async()
         results: list[Result] = []
@@ -304,6 +353,8 @@ class MemclusterStore(BaseStore):
             if isinstance(op, GetOp):
                 scope = self.scope(op.namespace)
                 entry = await self._afind(mc, scope, op.key)
+                if entry is not None and op.refresh_ttl:
+                    entry = (await self._arefresh(mc, scope, [entry]))[0]
                 results.append(self.item(scope, entry) if entry is not None else None)
             elif isinstance(op, PutOp):
                 scope = self.scope(op.namespace)
@@ -321,10 +372,14 @@ class MemclusterStore(BaseStore):
                 if op.query:
                     hits = await mc.search(scope.app, scope.user, op.query, max_results=self.fetch_size(op),
                                            metadata_filter=flt)
-                    results.append(self.search_items(scope, op, hits, None))
+                    chosen = self.page(op, hits, None)
                 else:
-                    entries = await mc.read(scope.app, scope.user, READ_LIMIT, metadata_filter=flt)
-                    results.append(self.search_items(scope, op, None, entries))
+                    chosen = self.page(op, None, await mc.read(scope.app, scope.user, READ_LIMIT,
+                                                               metadata_filter=flt))
+                if op.refresh_ttl:
+                    fresh = await self._arefresh(mc, scope, [e for e, _ in chosen])
+                    chosen = [(e, sc) for e, (_, sc) in zip(fresh, chosen, strict=True)]
+                results.append(self.search_items(scope, chosen))
             elif isinstance(op, ListNamespacesOp):
                 scope = self.list_scope(op)
                 entries = await mc.read(scope.app, scope.user, READ_LIMIT, metadata_filter=self.prefix_filter(()))

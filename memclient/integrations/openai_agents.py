@@ -9,8 +9,10 @@
   added is kept as the session's history (``get_items`` / ``pop_item`` / ``clear_session``, in an
   inner SDK session, by default an in-memory ``SQLiteSession``) and its user and assistant messages
   are sent to memcluster's ingest, so they land in the user's archive: session recall finds them in
-  later sessions and, on a server with an extractor, auto memory extracts from them. memcluster's
-  archive is append-only: ``pop_item`` and ``clear_session`` change the history, not the archive.
+  later sessions and, on a server with an extractor, auto memory extracts from them. ``pop_item``
+  also removes the popped item's archived turn (when it was archived through this session object:
+  tool items never are) and ``clear_session`` all archived turns of the session, each with the
+  memories made only from them (``DELETE .../sessions/{session}[/events/{id}]``).
 - :func:`memory_tools` / :func:`amemory_tools`: the app's exposed memory tools (``GET .../tools``) as
   SDK ``FunctionTool`` objects bound to one app and user; each call goes to ``POST .../tools/{name}``.
 - :func:`with_memory`: dynamic ``instructions`` that prepend the preload block (the memories that
@@ -40,7 +42,7 @@ from agents.tool_context import ToolContext  # noqa: E402
 
 from memclient import AsyncMemoryClient, MemoryClient  # noqa: E402
 
-__all__ = ["MemclusterSession", "amemory_tools", "events_of", "memory_tools", "with_memory"]
+__all__ = ["MemclusterSession", "amemory_tools", "archived", "events_of", "fingerprint", "memory_tools", "with_memory"]
 
 
 def _text(content: Any) -> str:
@@ -54,8 +56,19 @@ def _text(content: Any) -> str:
 def events_of(items: Sequence[TResponseInputItem], *, now: datetime | None = None) -> list[dict[str, Any]]:
     """The ingest events of SDK items: user and assistant messages with text (tool calls, their outputs
     and reasoning items are not conversation text and are left out)."""
+    return [event for _, event in archived(items, now=now)]
+
+
+def fingerprint(item: TResponseInputItem) -> str:
+    """A stable text of an item (to recognise the popped item as the one archived)."""
+    return json.dumps(item, sort_keys=True, default=str, ensure_ascii=False)
+
+
+def archived(items: Sequence[TResponseInputItem], *, now: datetime | None = None
+             ) -> list[tuple[TResponseInputItem, dict[str, Any]]]:
+    """The items that become ingest events, each with its event (see :func:`events_of`)."""
     at = (now or datetime.now(UTC)).isoformat()
-    out: list[dict[str, Any]] = []
+    out: list[tuple[TResponseInputItem, dict[str, Any]]] = []
     for item in items:
         data: Mapping[str, Any] = item if isinstance(item, Mapping) else {}
         role = data.get("role")
@@ -65,7 +78,7 @@ def events_of(items: Sequence[TResponseInputItem], *, now: datetime | None = Non
         text = _text(data.get("content"))
         if text:
             # a fresh id: SDK ids repeat (chat-completions items all carry the same placeholder id)
-            out.append({"id": uuid.uuid4().hex, "role": role, "content": text, "timestamp": at})
+            out.append((item, {"id": uuid.uuid4().hex, "role": role, "content": text, "timestamp": at}))
     return out
 
 
@@ -88,21 +101,34 @@ class MemclusterSession(Session):
         self.history: Session = history if history is not None else SQLiteSession(session_id)
         self.jobs: list[str] = []
         """Ingest job ids, oldest first (poll them with ``client.job``)."""
+        self.turns: list[tuple[str, str]] = []
+        """(item fingerprint, event id) of the items this object archived, oldest first."""
 
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
         return await self.history.get_items(limit)
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
         """Send the messages to memcluster first (an error raises and nothing is added), then keep them."""
-        events = events_of(items)
-        if events:
+        pairs = archived(items)
+        if pairs:
+            events = [e for _, e in pairs]
             self.jobs.append((await self.client.ingest(self.app, self.user, self.session_id, events)).job_id)
+            self.turns += [(fingerprint(i), e["id"]) for i, e in pairs]
         await self.history.add_items(items)
 
     async def pop_item(self) -> TResponseInputItem | None:
-        return await self.history.pop_item()
+        """Pop the newest item; if it is the newest item this object archived, its archived turn is removed
+        too (an error raises after the pop: the history no longer has the item)."""
+        item = await self.history.pop_item()
+        if item is not None and self.turns and self.turns[-1][0] == fingerprint(item):
+            _, event_id = self.turns.pop()
+            await self.client.delete_turn(self.app, self.user, self.session_id, event_id)
+        return item
 
     async def clear_session(self) -> None:
+        """Remove the session's archived turns (and the memories made only from them), then the history."""
+        await self.client.delete_session(self.app, self.user, self.session_id)
+        self.turns.clear()
         await self.history.clear_session()
 
 

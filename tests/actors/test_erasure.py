@@ -321,3 +321,21 @@ def test_an_agents_memory_delete_takes_its_source_turns_like_the_http_delete(tmp
         assert core.recall(ANN, "Porto") == [] and core.read(ANN) == []
     finally:
         core.close()
+
+
+def test_a_pending_job_never_extracts_a_removed_turn(make_core: Any) -> None:
+    core = make_core(start_workers=False)
+    job = core.ingest(ANN, "s7", [{"id": "e1", "role": "user", "content": "zqxpopped is my locker"},
+                                  {"id": "e2", "role": "user", "content": "zqxkept is my bike"}])
+    dropped = core.drop_turns(ANN, "s7", ["e1"]).value
+    assert dropped == {"session": "s7", "events": 1, "entries": 0}
+    core.jobs.start()
+    for _ in range(100):
+        if core.job(job.job_id).status in ("done", "failed", "skipped"):
+            break
+        time.sleep(0.05)
+    texts = [e.text for e in core.read(ANN)]
+    assert any("zqxkept" in t for t in texts) and not any("zqxpopped" in t for t in texts)
+    assert [e.id for e in core.archive.read(ANN)] == ["e2"]
+    assert core.drop_turns(ANN, "s7").value == {"session": "s7", "events": 1, "entries": 1}
+    assert core.read(ANN) == [] and core.archive.read(ANN) == []

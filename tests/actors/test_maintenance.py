@@ -97,3 +97,33 @@ def test_finished_jobs_are_pruned(tmp_path: Path, hashing_embedder: Any) -> None
         assert core.job(queued.job_id).status == "queued"  # unfinished jobs are kept
     finally:
         core.close()
+
+
+def test_per_entry_expiry_is_swept_in_any_app(tmp_path: Path, hashing_embedder: Any) -> None:
+    settings = Settings(data_dir=tmp_path, shards=1, embedder={"kind": "hashing", "dim": 256})  # no app TTL
+    core = ShardCore(settings, 0, hashing_embedder, start_workers=False)
+    try:
+        brief = core.add(KEEP, {"text": "the parking ticket is in the glovebox", "ttl_s": 5}).value
+        lasting = core.add(KEEP, {"text": "the spare key is under the mat"}).value
+        also = core.add(SHORT, {"text": "a note that lives longer than its app allows", "ttl_s": 600}).value
+        assert core.maintenance.run_once(now=time.time() + 1)["expired"] == 0
+        swept = core.maintenance.run_once(now=time.time() + 10)
+        assert swept["expired"] == 1 and swept["compacted"] is True
+        assert core.service.vectors.get(KEEP, [brief.id]) == []  # hard-deleted
+        assert [e.id for e in core.read(KEEP, None)] == [lasting.id]
+        assert core.get(SHORT, also.id).id == also.id  # no app TTL for "short-lived" in these settings
+        # a re-add without ttl_s before the sweep makes the entry lasting
+        core.add(KEEP, {"text": "the parking ticket is in the glovebox", "ttl_s": 5})
+        core.add(KEEP, {"text": "the parking ticket is in the glovebox"})
+        assert core.maintenance.expire(now=time.time() + 10) == 0
+    finally:
+        core.close()
+
+
+def test_app_ttl_and_entry_expiry_follow_one_sweep(core: ShardCore) -> None:
+    sooner = core.add(SHORT, {"text": "expires before the app's lifetime", "ttl_s": 5}).value
+    later = core.add(SHORT, {"text": "outlives its ttl_s only until the app's lifetime", "ttl_s": 3600}).value
+    assert core.maintenance.expire(now=time.time() + 10) == 1
+    assert core.service.vectors.get(SHORT, [sooner.id]) == []
+    assert core.maintenance.expire(now=time.time() + 61) == 1  # the app's 60 s come first
+    assert core.service.vectors.get(SHORT, [later.id]) == []

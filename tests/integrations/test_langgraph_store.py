@@ -3,6 +3,8 @@ replaces, namespace-prefix and value-field filters, scores, list_namespaces, err
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Iterator
 
 import httpx
@@ -22,7 +24,7 @@ def store(memcluster: Served) -> Iterator[MemclusterStore]:
 
 
 def test_is_a_langgraph_store(store: MemclusterStore) -> None:
-    assert isinstance(store, BaseStore) and store.supports_ttl is False
+    assert isinstance(store, BaseStore) and store.supports_ttl is True
 
 
 def test_put_get_replace_delete(store: MemclusterStore) -> None:
@@ -106,9 +108,83 @@ def test_list_namespaces(store: MemclusterStore) -> None:
         store.list_namespaces()
 
 
-def test_ttl_is_rejected_clearly(store: MemclusterStore) -> None:
-    with pytest.raises(NotImplementedError):
-        store.put(("u-ttl",), "k", {"text": "t"}, ttl=5)
+def test_same_key_in_two_namespaces_is_two_items(store: MemclusterStore) -> None:
+    a, b, deeper = ("u-two", "home"), ("u-two", "work"), ("u-two", "home", "work")
+    store.put(a, "desk", {"text": "the desk at home is by the window"})
+    store.put(b, "desk", {"text": "the desk at work is in room 4"})
+    store.put(deeper, "desk", {"text": "the home office desk"})
+    assert store.get(a, "desk").value["text"] == "the desk at home is by the window"  # type: ignore[union-attr]
+    assert store.get(b, "desk").value["text"] == "the desk at work is in room 4"  # type: ignore[union-attr]
+    every = store.search(("u-two",), limit=10)
+    assert sorted((i.namespace, i.key) for i in every) == [(a, "desk"), (deeper, "desk"), (b, "desk")]
+    assert {i.namespace for i in store.search(a)} == {a, deeper}  # a prefix covers its sub-namespaces only
+    assert store.list_namespaces(prefix=("u-two",)) == [a, deeper, b]
+    store.put(a, "desk", {"text": "the desk at home moved to the attic"})  # replaces a's item only
+    assert len(store.search(("u-two",), limit=10)) == 3
+    assert store.get(b, "desk").value["text"] == "the desk at work is in room 4"  # type: ignore[union-attr]
+    store.delete(b, "desk")
+    assert store.get(b, "desk") is None and store.get(a, "desk") is not None and store.get(deeper, "desk")
+
+
+def _expiry(memcluster: Served, user: str) -> dict[str, object]:
+    with MemoryClient(memcluster.url) as mc:
+        return {e.metadata["lg_key"]: e.expires_at for e in mc.read("lg-app", user)}
+
+
+def test_ttl_minutes_expire_the_item_on_every_read(store: MemclusterStore, memcluster: Served) -> None:
+    ns = ("u-ttl", "session")
+    store.put(ns, "brief", {"text": "the parking spot is B12"}, ttl=0.02)  # 1.2 s
+    store.put(ns, "lasting", {"text": "the home address is Rua Augusta 1"})
+    got = _expiry(memcluster, "u-ttl")
+    assert got["lasting"] is None and got["brief"] is not None
+    assert store.get(ns, "brief", refresh_ttl=False) is not None
+    time.sleep(1.5)
+    assert store.get(ns, "brief") is None
+    assert [i.key for i in store.search(("u-ttl",))] == ["lasting"]
+    assert [i.key for i in store.search(("u-ttl",), query="parking spot B12")] == ["lasting"]
+    store.put(("u-ttl", "gone"), "k", {"text": "short"}, ttl=0.01)
+    time.sleep(1.0)
+    assert store.list_namespaces(prefix=("u-ttl",)) == [ns]
+    # a put without ttl replaces the expiry: the item no longer expires
+    store.put(ns, "brief", {"text": "the parking spot is C3"}, ttl=0.02)
+    store.put(ns, "brief", {"text": "the parking spot is C3"})
+    assert _expiry(memcluster, "u-ttl")["brief"] is None
+
+
+def test_refresh_ttl_on_get_and_search(store: MemclusterStore, memcluster: Served) -> None:
+    ns = ("u-refresh",)
+    store.put(ns, "k", {"text": "the locker code is 2291"}, ttl=1.0)
+    first = _expiry(memcluster, "u-refresh")["k"]
+    time.sleep(0.05)
+    assert store.get(ns, "k", refresh_ttl=False) is not None
+    assert _expiry(memcluster, "u-refresh")["k"] == first  # not refreshed
+    assert store.get(ns, "k") is not None  # LangGraph's default: refresh
+    second = _expiry(memcluster, "u-refresh")["k"]
+    assert second > first  # type: ignore[operator]
+    time.sleep(0.05)
+    assert [i.key for i in store.search(ns, query="locker code", refresh_ttl=True)] == ["k"]
+    assert _expiry(memcluster, "u-refresh")["k"] > second  # type: ignore[operator]
+    assert store.get(ns, "k").value == {"text": "the locker code is 2291"}  # type: ignore[union-attr]
+
+
+async def test_async_ttl_and_refresh(store: MemclusterStore, memcluster: Served) -> None:
+    ns = ("u-attl",)
+    await store.aput(ns, "k", {"text": "the taxi arrives at nine"}, ttl=0.05)  # 3 s
+    assert (await store.aget(ns, "k", refresh_ttl=False)) is not None
+    before = _expiry(memcluster, "u-attl")["k"]
+    await asyncio.sleep(0.05)
+    assert [i.key for i in await store.asearch(ns, query="taxi", refresh_ttl=True)] == ["k"]
+    assert _expiry(memcluster, "u-attl")["k"] > before  # type: ignore[operator]
+    await asyncio.sleep(3.2)
+    assert await store.aget(ns, "k") is None
+    assert await store.asearch(ns) == []
+
+
+def test_bad_ttl_is_a_clear_422(store: MemclusterStore) -> None:
+    with pytest.raises(InvalidRequest) as info:
+        store.put(("u-badttl",), "k", {"text": "t"}, ttl=-1)
+    assert info.value.status == 422 and info.value.field == "ttl_s"
+    assert store.get(("u-badttl",), "k") is None
 
 
 def test_errors_are_raised_not_empty(memcluster: Served) -> None:

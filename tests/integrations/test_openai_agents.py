@@ -4,6 +4,7 @@ with_memory one by one (sync and async clients), error mapping."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -15,7 +16,7 @@ from agents.tool_context import ToolContext
 from openai import AsyncOpenAI
 
 from examples.openai_agents_memory import turn
-from memclient import AsyncMemoryClient, AuthError, InvalidRequest, MemoryClient, Unavailable
+from memclient import AsyncMemoryClient, AuthError, InvalidRequest, MemoryClient, NotFound, Unavailable
 from memclient.integrations.openai_agents import (
     MemclusterSession,
     amemory_tools,
@@ -85,6 +86,7 @@ async def test_session_methods(memcluster: Served) -> None:
         assert await s.get_items() == items[:-1]
         await s.clear_session()
         assert await s.get_items() == []
+        assert (await mc.recall("oa-app", "carol", "cat Miso"))["hits"] == []  # the archive is cleared too
         # an own history session can be given
         inner = SQLiteSession("inner")
         s2 = MemclusterSession("sess-b", mc, "oa-app", "carol", history=inner)
@@ -151,3 +153,58 @@ async def test_with_memory_prepends_the_preload_block(memcluster: Served) -> Non
             await with_memory(broken, "a", "u")(RunContextWrapper(context=None), None)  # type: ignore[arg-type]
         with pytest.raises(Unavailable):
             await amemory_tools(broken, "a", "u")
+
+
+async def _done(mc: AsyncMemoryClient, job_id: str) -> None:
+    for _ in range(200):
+        if (await mc.job(job_id)).finished:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"job {job_id} did not finish")
+
+
+async def test_pop_and_clear_remove_archived_turns_and_their_memories(memcluster: Served) -> None:
+    async with AsyncMemoryClient(memcluster.url) as mc:
+        s = MemclusterSession("sess-pop", mc, "oa-app", "dora")
+        await s.add_items([{"role": "user", "content": "My dog is called Pepper."},
+                           {"role": "assistant", "content": "Pepper is a fine name for a dog."}])
+        await s.add_items([{"type": "function_call_output", "call_id": "c9", "output": "{}"}])
+        await _done(mc, s.jobs[0])
+        texts = {e.text for e in await mc.read("oa-app", "dora")}
+        assert {"My dog is called Pepper.", "Pepper is a fine name for a dog."} <= {t.split(": ", 1)[-1] for t in texts}
+        # popping a tool item touches nothing archived
+        assert (await s.pop_item())["type"] == "function_call_output"  # type: ignore[index]
+        assert len((await mc.recall("oa-app", "dora", "Pepper"))["hits"]) == 2
+        # popping the assistant message removes its turn and the memory made only from it
+        assert (await s.pop_item())["role"] == "assistant"  # type: ignore[index]
+        hits = (await mc.recall("oa-app", "dora", "Pepper"))["hits"]
+        assert [h["role"] for h in hits] == ["user"]
+        left = [e.text for e in await mc.read("oa-app", "dora")]
+        assert not any("fine name" in t for t in left) and any("called Pepper" in t for t in left)
+        # clearing removes the rest of the session's turns and memories
+        await s.clear_session()
+        assert (await mc.recall("oa-app", "dora", "Pepper"))["hits"] == []
+        assert not any("Pepper" in e.text for e in await mc.read("oa-app", "dora"))
+        assert (await mc.delete_session("oa-app", "dora", "sess-pop"))["events"] == 0  # idempotent
+
+
+def test_turn_routes_over_http(memcluster: Served) -> None:
+    with MemoryClient(memcluster.url) as mc:
+        job = mc.ingest("oa-app", "erin", "s-a", [{"id": "t1", "role": "user", "content": "I play the cello."},
+                                                  {"id": "t2", "role": "user", "content": "I live in Ghent."}],
+                        wait=10)
+        assert job.finished
+        mc.add("oa-app", "erin", "Erin plays the cello and lives in Ghent", provenance=["t1", "t2"])
+        with pytest.raises(NotFound) as info:
+            mc.delete_turn("oa-app", "erin", "s-a", "nope")
+        assert info.value.status == 404 and info.value.field == "event_id"
+        with pytest.raises(NotFound):
+            mc.delete_turn("oa-app", "erin", "other-session", "t1")  # the turn is of s-a only
+        assert mc.delete_turn("oa-app", "erin", "s-a", "t1") == {"session": "s-a", "events": 1, "entries": 1}
+        left = [e.text for e in mc.read("oa-app", "erin")]
+        assert any("cello and lives" in t for t in left)  # t2 is left: the two-turn memory stays
+        assert not any(t.endswith("I play the cello.") for t in left)
+        assert mc.delete_session("oa-app", "erin", "s-a") == {"session": "s-a", "events": 1, "entries": 2}
+        assert mc.read("oa-app", "erin") == []
+    r = httpx.delete(f"{memcluster.url}/v1/apps/oa-app/users/erin/sessions/%20bad%20")
+    assert r.status_code == 422 and r.json()["field"] == "session"

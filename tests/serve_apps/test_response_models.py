@@ -54,7 +54,7 @@ def _validators(served: Served) -> dict[tuple[str, str], jsonschema.Draft202012V
 def test_every_json_route_answers_its_response_model(server: Served) -> None:
     validators = _validators(server)
     with server.client() as c:
-        added = c.post(f"{A}/memories", json={"text": "Alice lives in Lisbon", "topics": ["home"]})
+        added = c.post(f"{A}/memories", json={"text": "Alice lives in Lisbon", "topics": ["home"], "ttl_s": 3600})
         mid = added.json()["id"]
         job = c.post(f"{A}/sessions/s1/events", json={"events": [
             {"id": "e1", "role": "user", "content": "I moved to Porto", "timestamp": "2025-01-01T10:00:00Z"},
@@ -76,6 +76,9 @@ def test_every_json_route_answers_its_response_model(server: Served) -> None:
             ("GET", "/v1/jobs/{job_id}"): c.get(f"/v1/jobs/{job.json()['job_id']}"),
             ("POST", "/v1/apps/{app}/users/{user}/sessions/recall"):
                 c.post(f"{A}/sessions/recall", json={"query": "Porto", "session": "other"}),
+            ("DELETE", "/v1/apps/{app}/users/{user}/sessions/{session}/events/{event_id}"):
+                c.delete(f"{A}/sessions/s1/events/e1"),
+            ("DELETE", "/v1/apps/{app}/users/{user}/sessions/{session}"): c.delete(f"{A}/sessions/s1"),
             ("DELETE", "/v1/apps/{app}/users/{user}"): c.delete("/v1/apps/shapes/users/gone"),
             ("POST", "/v1/admin/compact"): c.post("/v1/admin/compact"),
             ("GET", "/healthz"): c.get("/healthz"),

@@ -100,6 +100,7 @@ def test_roundtrip_every_field(store: VectorStore) -> None:
         created_at=datetime(2024, 3, 5, 12, 0, 0, 1, tzinfo=UTC),
         updated_at=datetime(2024, 3, 6, 12, 0, 0, tzinfo=UTC),
         deleted_at=datetime(2024, 3, 7, tzinfo=UTC),
+        expires_at=datetime(2024, 3, 8, 1, 2, 3, 4, tzinfo=UTC),
     )
     bare = entry("plain fact with nothing else")
     assert bare.event_time is None and bare.location is None and bare.topics == []
@@ -108,6 +109,7 @@ def test_roundtrip_every_field(store: VectorStore) -> None:
     assert got == [full, bare]
     assert got[0].event_time == full.event_time and got[0].event_time is not None
     assert got[0].event_time.tzinfo is not None
+    assert got[0].expires_at == full.expires_at and got[1].expires_at is None
     assert store.get(ALICE, [bare.id, full.id, bare.id]) == [bare, full]
     assert store.get(ALICE, ["0" * 64, "not-a-hex-id"]) == []
     assert store.get(ALICE, []) == []
@@ -308,6 +310,8 @@ def _scenario(store: VectorStore) -> list[object]:
         )
         for i in range(400)
     ]
+    es = [e.model_copy(update={"expires_at": T0 + timedelta(minutes=i)}) if i % 6 == 0 else e
+          for i, e in enumerate(es)]  # a per-entry expiry is payload both engines keep alike
     store.upsert(es[:200], rng_vectors[:200])
     store.upsert(es[200:], rng_vectors[200:])
     store.set_payload([e.model_copy(update={"deleted_at": T0}) for e in es[::7]])
@@ -324,6 +328,7 @@ def _scenario(store: VectorStore) -> list[object]:
             rng = {"time_from": T0 + timedelta(hours=50), "time_to": T0 + timedelta(hours=250)}
             out.append(("time", [(e.id, s) for e, s in store.search(key, q, limit=15, **rng)]))  # type: ignore[arg-type]
         out.append(("get", store.get(key, [e.id for e in es[::3]])))
+        out.append(("expiry", [(e.id, e.expires_at) for e in store.scroll(key)]))
         out.append(("scroll", [e.id for e in store.scroll(key)]))
         out.append(("scroll-active", [e.id for e in store.scroll(key, include_deleted=False)]))
         out.append(("count", store.count(key), store.count(key, include_deleted=True)))
