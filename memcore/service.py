@@ -247,8 +247,7 @@ class MemoryService:
             if query_vector is None:
                 with tracing.embed_span(self.embedder):
                     query_vector = self.embedder.embed_queries([opts.query])[0]
-            qvec = query_vector
-            qvec = np.asarray(qvec, dtype=np.float32).reshape(-1)
+            qvec = np.asarray(query_vector, dtype=np.float32).reshape(-1)
             hits = self._search_once(key, opts, qvec, opts.kind)
             if opts.kind is not None and opts.kind_fallback and len(hits) < fusion.KIND_FALLBACK_MIN:
                 hits = fusion.merge_kind_fallback(hits, self._search_once(key, opts, qvec, None), opts.kind)
