@@ -44,8 +44,9 @@ from memcore import factory, layout, preload, tools
 from memcore.errors import NotFoundError, PermissionDeniedError, ValidationError
 from memcore.extraction.events import cursor_of, parse_events
 from memcore.ids import memory_id
-from memcore.model import Entry, InjectionMode, Memory, PreloadResult, SearchHit, SearchOptions, TopicsMatch, UserKey
+from memcore.model import Entry, InjectionMode, Memory, PreloadResult, UserKey
 from memcore.ports import Embedder, Extractor, Vectors
+from memcore.search_model import SearchHit, SearchOptions, TopicsMatch
 from memcore.service import MemoryService
 from memcore.settings import Settings, ToolMode
 from memcore.validation import check_session, validate

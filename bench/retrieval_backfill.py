@@ -24,7 +24,8 @@ from typing import Any
 import numpy as np
 
 from bench.locomo import APP, Conversation
-from memcore.model import SearchHit, SearchOptions, UserKey
+from memcore.model import UserKey
+from memcore.search_model import SearchHit, SearchOptions
 
 Log = Callable[[str], None]
 

@@ -30,8 +30,9 @@ from bench.data import embed_cached
 from bench.locomo import APP, Conversation
 from bench.timing import percentiles, time_calls
 from memcore.extraction.verbatim import VerbatimExtractor
-from memcore.model import Memory, SearchHit, SearchOptions, UserKey
+from memcore.model import Memory, UserKey
 from memcore.ports import Embedder
+from memcore.search_model import SearchHit, SearchOptions
 from memcore.service import MemoryService
 from memcore.settings import ServiceConfig
 

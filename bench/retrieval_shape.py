@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bench.locomo import Conversation, session_of
-from memcore.model import SearchHit
+from memcore.search_model import SearchHit
 
 SESSION_RRF_K = 10
 

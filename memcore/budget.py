@@ -27,8 +27,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from memcore.fusion import turn_lines
-from memcore.model import Entry, SearchHit
+from memcore.model import Entry
 from memcore.query import content_query
+from memcore.search_model import SearchHit
 from memcore.text import word_set
 from memcore.vocabulary import COUNTERS, CounterName
 

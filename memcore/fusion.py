@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from memcore.model import MAX_TEXT_BYTES, Entry, Kind, SearchHit
+from memcore.model import MAX_TEXT_BYTES, Entry, Kind
+from memcore.search_model import SearchHit
 from memcore.text import word_set
 
 DEDUP_JACCARD = 0.80

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from memcore.model import Entry, Kind, TopicsMatch, UserKey
+from memcore.model import Entry, Kind, UserKey
+from memcore.search_model import TopicsMatch
 from memcore.vocabulary import PolicyName
 
 if TYPE_CHECKING:

@@ -23,16 +23,8 @@ from typing import Protocol
 
 from memcore.budget import TokenCounter, cut_entry, whitespace_count
 from memcore.errors import ValidationError
-from memcore.model import (
-    Entry,
-    InjectionMode,
-    PreloadResult,
-    PreloadStrategy,
-    SearchHit,
-    SearchOptions,
-    TopicsMatch,
-    UserKey,
-)
+from memcore.model import Entry, InjectionMode, PreloadResult, PreloadStrategy, UserKey
+from memcore.search_model import SearchHit, SearchOptions, TopicsMatch
 
 log = logging.getLogger(__name__)
 

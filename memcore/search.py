@@ -23,9 +23,10 @@ from datetime import datetime, timedelta
 
 from memcore import fusion, tracing
 from memcore.metadata import matches, pushdown
-from memcore.model import Entry, Kind, SearchHit, SearchOptions, UserKey
+from memcore.model import Entry, Kind, UserKey
 from memcore.ports import KeywordIndex, Vectors, VectorStore
 from memcore.query import content_query, query_dates
+from memcore.search_model import SearchHit, SearchOptions
 from memcore.settings import SearchDefaults
 from memcore.vocabulary import KeywordQuery
 

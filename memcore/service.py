@@ -18,20 +18,10 @@ from memcore import backup, budget, fusion, search, tracing
 from memcore.errors import ConflictError, NotFoundError, ValidationError
 from memcore.ids import memory_id
 from memcore.metadata import Scalar, check_filter, matches
-from memcore.model import (
-    Entry,
-    Kind,
-    Memory,
-    MemoryPatch,
-    SearchHit,
-    SearchOptions,
-    TopicsMatch,
-    UserKey,
-    has_topics,
-    now_utc,
-)
+from memcore.model import Entry, Kind, Memory, MemoryPatch, UserKey, now_utc
 from memcore.ports import Embedder, KeywordIndex, Vectors, VectorStore
 from memcore.search import Knobs
+from memcore.search_model import SearchHit, SearchOptions, TopicsMatch, has_topics
 from memcore.settings import ServiceConfig
 from memcore.validation import error_of, make_key, store_errors, validate
 

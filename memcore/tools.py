@@ -15,7 +15,8 @@ import jsonschema
 
 from memcore import tracing
 from memcore.errors import PermissionDeniedError, ValidationError
-from memcore.model import Entry, Kind, Memory, MemoryPatch, SearchHit, SearchOptions, UserKey
+from memcore.model import Entry, Kind, Memory, MemoryPatch, UserKey
+from memcore.search_model import SearchHit, SearchOptions
 from memcore.settings import ToolMode, ToolPolicy
 from memcore.validation import validate
 from memcore.vocabulary import ADD, ALL_TOOLS, CLEAR, DELETE, LOAD, MAX_TOKENS_LIMIT, SEARCH, UPDATE, function_schema

@@ -1,7 +1,7 @@
 """Request and response models of the HTTP API (what ``/openapi.json`` documents).
 
 The request bodies reuse the domain models (:class:`memcore.model.Memory`,
-:class:`memcore.model.SearchOptions`) so the HTTP layer validates exactly what the service
+:class:`memcore.search_model.SearchOptions`) so the HTTP layer validates exactly what the service
 validates; the subclasses here only add field descriptions and examples.
 """
 
@@ -20,17 +20,8 @@ from actors.job_table import JobStatus
 from memcore.errors import ValidationError
 from memcore.extraction.events import MessageBatch
 from memcore.metadata import MetadataError, Scalar, check_filter
-from memcore.model import (
-    Entry,
-    InjectionMode,
-    Memory,
-    MemoryPatch,
-    PreloadStrategy,
-    SearchOptions,
-    TopicsMatch,
-    check_topics,
-    encodable,
-)
+from memcore.model import Entry, InjectionMode, Memory, MemoryPatch, PreloadStrategy, check_topics, encodable
+from memcore.search_model import SearchOptions, TopicsMatch
 from memcore.settings import ToolMode
 from memcore.vocabulary import MAX_TOKENS_LIMIT
 

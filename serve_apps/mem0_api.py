@@ -37,7 +37,8 @@ from actors.backend import unwrap
 from actors.extraction_queue import job_shard
 from memcore import tracing
 from memcore.errors import NotFoundError, ValidationError
-from memcore.model import Entry, SearchHit, now_utc
+from memcore.model import Entry, now_utc
+from memcore.search_model import SearchHit
 from memcore.validation import make_key
 from serve_apps import mem0_map as M
 from serve_apps.deps import state as app_state

@@ -27,9 +27,10 @@ from memcore import tracing
 from memcore.errors import MemoryServiceError, StoreError
 from memcore.extraction.episodes import EpisodeResult
 from memcore.extraction.events import Event, build_query, cursor_of
-from memcore.model import Entry, Operation, SearchOptions, UserKey, now_utc, utc
+from memcore.model import Entry, Operation, UserKey, now_utc, utc
 from memcore.policy.apply import OpResult, apply_operations
 from memcore.ports import Extractor
+from memcore.search_model import SearchOptions
 from memcore.service import MemoryService
 from memcore.vocabulary import DEFAULT_POLICY, PolicyName
 

@@ -21,10 +21,11 @@ from pydantic import BaseModel
 from memcore import tracing
 from memcore.errors import MemoryServiceError, NotFoundError, ValidationError
 from memcore.ids import memory_id
-from memcore.model import Entry, Memory, Operation, OperationType, SearchHit, UserKey
+from memcore.model import Entry, Memory, Operation, OperationType, UserKey
 from memcore.policy import append_only, merge_similar, preserve_history
 from memcore.policy.plan import Action, Plan, Store
 from memcore.policy.reconcile import search_candidates
+from memcore.search_model import SearchHit
 from memcore.service import MemoryService
 from memcore.vocabulary import DEFAULT_POLICY
 

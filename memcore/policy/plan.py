@@ -9,7 +9,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from memcore.model import Entry, Memory, SearchHit
+from memcore.model import Entry, Memory
+from memcore.search_model import SearchHit
 
 Action = Literal["add", "update", "delete", "clear", "skip"]
 

@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from memcore.errors import MemoryServiceError
-from memcore.model import Entry, Memory, Operation, SearchHit, SearchOptions, UserKey
+from memcore.model import Entry, Memory, Operation, UserKey
+from memcore.search_model import SearchHit, SearchOptions
 from memcore.service import MemoryService
 from memcore.text import jaccard
 

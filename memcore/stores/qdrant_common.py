@@ -19,7 +19,8 @@ import numpy.typing as npt
 
 from memcore.errors import MemoryServiceError, StoreError
 from memcore.ids import point_id
-from memcore.model import Entry, Kind, TopicsMatch, UserKey, utc
+from memcore.model import Entry, Kind, UserKey, utc
+from memcore.search_model import TopicsMatch
 
 #: Payload fields with an index, and the index type each one gets.
 INDEXED_FIELDS: dict[str, Literal["keyword", "float", "bool"]] = {

@@ -34,8 +34,9 @@ import qdrant_edge as qe
 from memcore import telemetry
 from memcore.errors import StoreError
 from memcore.ids import point_id
-from memcore.model import Entry, Kind, TopicsMatch, UserKey
+from memcore.model import Entry, Kind, UserKey
 from memcore.ports import Vectors
+from memcore.search_model import TopicsMatch
 from memcore.stores.qdrant_common import (
     INDEXED_FIELDS,
     SCROLL_PAGE,

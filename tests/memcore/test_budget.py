@@ -17,7 +17,8 @@ from memcore.errors import ValidationError
 from memcore.extraction.events import Event
 from memcore.extraction.verbatim import VerbatimExtractor
 from memcore.fusion import turn_lines
-from memcore.model import Entry, Kind, SearchHit, SearchOptions, UserKey
+from memcore.model import Entry, Kind, UserKey
+from memcore.search_model import SearchHit, SearchOptions
 from memcore.service import MemoryService
 
 A = UserKey(app="app", user="alice")

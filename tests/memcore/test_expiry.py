@@ -8,7 +8,8 @@ from datetime import timedelta
 import pytest
 
 from memcore.errors import NotFoundError, ValidationError
-from memcore.model import MAX_TTL_S, SearchOptions, UserKey
+from memcore.model import MAX_TTL_S, UserKey
+from memcore.search_model import SearchOptions
 from memcore.service import MemoryService
 
 A = UserKey(app="app", user="alice")

@@ -5,7 +5,8 @@ from datetime import UTC, datetime
 import pytest
 
 from memcore import fusion
-from memcore.model import Entry, Kind, SearchHit
+from memcore.model import Entry, Kind
+from memcore.search_model import SearchHit
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
 

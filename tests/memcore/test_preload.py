@@ -4,7 +4,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from memcore import preload
-from memcore.model import Entry, InjectionMode, SearchHit, SearchOptions, UserKey
+from memcore.model import Entry, InjectionMode, UserKey
+from memcore.search_model import SearchHit, SearchOptions
 from memcore.service import MemoryService
 
 A = UserKey(app="app", user="alice")

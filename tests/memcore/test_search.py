@@ -10,8 +10,9 @@ import pytest
 from memcore import fusion
 from memcore.extraction.events import Event
 from memcore.extraction.verbatim import VerbatimExtractor
-from memcore.model import SearchOptions, UserKey
+from memcore.model import UserKey
 from memcore.search import Knobs
+from memcore.search_model import SearchOptions
 from memcore.service import MemoryService
 from memcore.settings import ExtractorSettings, SearchDefaults, ServiceConfig, Settings
 

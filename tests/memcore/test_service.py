@@ -7,7 +7,8 @@ import pytest
 
 from memcore.errors import ConflictError, NotFoundError, StoreError, ValidationError
 from memcore.ids import memory_id
-from memcore.model import Kind, Memory, SearchOptions, UserKey
+from memcore.model import Kind, Memory, UserKey
+from memcore.search_model import SearchOptions
 from memcore.service import MemoryService
 
 A = UserKey(app="app", user="alice")

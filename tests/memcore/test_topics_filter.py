@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from memcore.errors import ValidationError
-from memcore.model import Kind, SearchOptions, UserKey
+from memcore.model import Kind, UserKey
+from memcore.search_model import SearchOptions
 from memcore.service import MemoryService
 
 A = UserKey(app="app", user="alice")

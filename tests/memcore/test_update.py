@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from memcore.errors import ValidationError
-from memcore.model import Kind, MemoryPatch, SearchOptions, UserKey
+from memcore.model import Kind, MemoryPatch, UserKey
+from memcore.search_model import SearchOptions
 from memcore.service import MemoryService
 from memcore.tools import execute
 from memcore.vocabulary import ADD, LOAD, SEARCH, UPDATE

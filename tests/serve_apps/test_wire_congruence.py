@@ -12,7 +12,7 @@ from actors.job_table import JobRecord
 from actors.shard import LOCAL, READS, WRITES, ShardCore
 from actors.shard_client import ShardClient
 from memclient import AsyncMemoryClient, MemoryClient
-from memcore.model import SearchOptions
+from memcore.search_model import SearchOptions
 from serve_apps.http_models import JobModel, RecallResponse, SearchRequest
 
 

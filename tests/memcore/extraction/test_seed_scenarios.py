@@ -16,7 +16,8 @@ from memcore.extraction.episodes import AssistantEpisodeStage
 from memcore.extraction.events import Event, extractable
 from memcore.extraction.llm import LLMExtractor
 from memcore.extraction.pipeline import ExtractionReport, run_extraction
-from memcore.model import SearchOptions, UserKey
+from memcore.model import UserKey
+from memcore.search_model import SearchOptions
 from memcore.service import MemoryService
 from testkit.scripted_llm import ScriptedLLM, small_id, tool_call
 from tests.seed_scenarios import (

@@ -4,7 +4,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from memcore.model import Entry, Memory, Operation, SearchHit, UserKey
+from memcore.model import Entry, Memory, Operation, UserKey
 from memcore.policy.reconcile import (
     MAX_CANDIDATES,
     TIER_NONE,
@@ -15,6 +15,7 @@ from memcore.policy.reconcile import (
     search_candidates,
     tier,
 )
+from memcore.search_model import SearchHit
 from memcore.service import MemoryService
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
