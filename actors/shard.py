@@ -27,7 +27,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-import numpy as np
 from pydantic import TypeAdapter
 
 from actors.archive import RecallHit, SqliteArchive
@@ -38,12 +37,12 @@ from actors.job_table import JobRecord
 from actors.maintenance import Maintenance
 from actors.queues import Ticket, UserQueues
 from actors.sequence import SEQ_FILE, SeqCounter
-from actors.shard_erasure import ShardErasure
+from actors.shard_backfill import write_backfill
+from actors.shard_erasure import ErasingTools, ShardErasure
 from actors.shard_telemetry import shard_started, spanned, timed_write, traced_call
 from memcore import factory, layout, preload, tools
 from memcore.errors import NotFoundError, PermissionDeniedError, ValidationError
-from memcore.extraction.events import cursor_of, parse_events
-from memcore.ids import memory_id
+from memcore.extraction.events import parse_events
 from memcore.model import Entry, InjectionMode, Memory, PreloadResult, UserKey
 from memcore.ports import Embedder, Extractor, Vectors
 from memcore.search_model import SearchHit, SearchOptions, TopicsMatch
@@ -225,26 +224,7 @@ class ShardCore:
         mems = [validate(Memory, m, prefix=f"memories.{i}.") for i, m in enumerate(memories)]
         if vectors is not None and len(vectors) != len(mems):
             raise ValidationError("one vector per memory is required", field="vectors")
-
-        def run() -> dict[str, int]:
-            new_events = sum(self.archive.append(key, s, events) for s, events in parsed)
-            ids = [memory_id(key, m) for m in mems]
-            existing = {e.id: e for e in self.service.vectors.get(key, list(dict.fromkeys(ids)))}
-            todo = [i for i, (mid, m) in enumerate(zip(ids, mems, strict=True))
-                    if mid not in existing or not set(m.provenance) <= set(existing[mid].provenance)]
-            if todo:
-                self.service.add_many(key, [mems[i] for i in todo],
-                                      vectors=None if vectors is None else np.asarray(vectors, dtype=np.float32)[todo])
-            for s, events in parsed:
-                self.archive.mark_extracted(key, s, ids=[e.id for e in events])
-                cursor = cursor_of(events)
-                if cursor is not None:
-                    self.archive.set_last_extract_at(key, s, cursor)
-            distinct = set(ids)
-            return {"sessions": len(parsed), "events_new": new_events, "entries": len(distinct),
-                    "entries_new": len(distinct - existing.keys()), "entries_unchanged": len(mems) - len(todo)}
-
-        return self._write(key, run)
+        return self._write(key, lambda: write_backfill(self.service, self.archive, key, parsed, mems, vectors))
 
     @timed_write("update")
     def update(self, key: UserKey, entry_id: str, memory: dict[str, Any]) -> Ack:
@@ -298,7 +278,7 @@ class ShardCore:
             arguments = {**arguments, "max_tokens": policy.max_tokens}
         if name in (SEARCH, LOAD):
             return tools.execute(self.service, key, name, arguments, enabled=exposed)
-        backend = _ErasingTools(self.service, self.erasure)
+        backend = ErasingTools(self.service, self.erasure)
         return self._write(key, lambda: tools.execute(backend, key, name, arguments, enabled=exposed))
 
     # --------------------------------------------------------------- backups
@@ -420,21 +400,6 @@ class ShardCore:
 
 #: The shard's remote calls, split once (a test checks the split against :class:`ShardCore`):
 #: a read may be retried on a restarting actor; a write never is (an update is not idempotent).
-class _ErasingTools:
-    """The tools' backend: the service, except that an agent's delete and clear take the archived turns
-    the memories came from as the HTTP deletes do (:class:`actors.shard_erasure.ShardErasure`)."""
-
-    def __init__(self, service: MemoryService, erasure: ShardErasure) -> None:
-        self.service, self.erasure = service, erasure
-        self.add, self.update, self.read, self.search = service.add, service.update, service.read, service.search
-
-    def delete(self, key: UserKey, entry_id: str) -> None:
-        self.erasure.delete(key, entry_id, None)
-
-    def clear(self, key: UserKey) -> int:
-        return int(self.erasure.clear(key, None)["entries"])
-
-
 READS = frozenset({"status", "get", "read", "search", "search_json", "preload", "ping", "job", "recall",
                    "embedder_info", "generation_info", "export", "export_users"})
 WRITES = frozenset({"add", "add_many", "backfill", "update", "delete", "clear", "forget", "compact", "tool",

@@ -20,6 +20,7 @@ from actors.current import CurrentService
 from actors.generations import Generations
 from memcore import layout
 from memcore.model import UserKey
+from memcore.service import MemoryService
 from memcore.settings import Settings
 
 COMPACT_MARKER = "compact.needed"
@@ -142,3 +143,18 @@ class ShardErasure:
         result = self.compact()
         log.info("shard %d: compacted after erasure: %s", self.shard, result)
         return result
+
+
+class ErasingTools:
+    """The tools' backend: the service, except that an agent's delete and clear take the archived turns
+    the memories came from as the HTTP deletes do (:class:`ShardErasure`)."""
+
+    def __init__(self, service: MemoryService, erasure: ShardErasure) -> None:
+        self.service, self.erasure = service, erasure
+        self.add, self.update, self.read, self.search = service.add, service.update, service.read, service.search
+
+    def delete(self, key: UserKey, entry_id: str) -> None:
+        self.erasure.delete(key, entry_id, None)
+
+    def clear(self, key: UserKey) -> int:
+        return int(self.erasure.clear(key, None)["entries"])
