@@ -105,6 +105,8 @@ def test_openapi_lists_every_route(client: httpx.Client) -> None:
         f"{u}/tools/{{name}}": {"post"},
         f"{u}/sessions/{{session}}/events": {"post"},
         f"{u}/sessions/recall": {"post"},
+        f"{u}/sessions/{{session}}": {"delete"},
+        f"{u}/sessions/{{session}}/events/{{event_id}}": {"delete"},
         "/v1/jobs/{job_id}": {"get"},
         "/v1/apps/{app}/tools": {"get"},
         "/v1/apps/{app}/export": {"get"},
