@@ -14,7 +14,8 @@ Auth: ``Authorization: Token <key>`` (what the client sends) or ``Bearer <key>``
 app (``X-Memcluster-App`` picks one when a key opens several, or names the app when auth is off;
 default ``mem0``). ``add`` with ``infer`` true (the default) goes through session ingest and the app's
 extractor (verbatim when none is configured) and waits for the job; ``infer: false`` stores each
-message as given. The data mapping is in :mod:`serve_apps.mem0_map`. Errors have the API's one shape
+message as given; ``expiration_date`` is taken with ``infer: false`` and on update (refused, 422, with
+``infer`` true). The data mapping is in :mod:`serve_apps.mem0_map`. Errors have the API's one shape
 ``{"error", "field", "message"}`` (the client shows that JSON as its exception's message).
 """
 
