@@ -93,3 +93,17 @@ def test_a_bad_expiry_patch_is_422_naming_the_field(client: httpx.Client, body: 
     assert r.status_code == 422, r.text
     assert r.json()["field"] == field
     assert client.get(f"{base}/memories/{before['id']}").json() == before
+
+
+def test_add_with_expires_at(client: httpx.Client) -> None:
+    from datetime import datetime
+
+    base = BASE.format(user="add-expires-at")
+    r = client.post(f"{base}/memories", json={"text": "Alice's visa ends", "expires_at": "2099-02-01T00:00:00Z"})
+    assert r.status_code == 201, r.text
+    assert datetime.fromisoformat(r.json()["expires_at"]) == datetime.fromisoformat("2099-02-01T00:00:00+00:00")
+    for body in ({"text": "x", "expires_at": "2001-01-01T00:00:00Z"},
+                 {"text": "x", "ttl_s": 5, "expires_at": "2099-01-01T00:00:00Z"}):
+        bad = client.post(f"{base}/memories", json=body)
+        assert bad.status_code == 422 and bad.json()["field"] == "expires_at", bad.text
+    assert [e["text"] for e in client.get(f"{base}/memories").json()["entries"]] == ["Alice's visa ends"]
