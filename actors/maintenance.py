@@ -3,7 +3,7 @@ records, and compaction after erasure.
 
 TTL: every ``ttl.sweep_s`` the thread scans the shard's entries and removes for good (hard delete)
 the active entries that are due (:meth:`Maintenance.due`): those past their own ``expires_at`` (a
-write's ``ttl_s``, any app) and, for the apps ``ttl.apps`` names, those whose last write
+write's ``ttl_s`` or ``expires_at``, any app) and, for the apps ``ttl.apps`` names, those whose last write
 (``updated_at``) is older than the app's lifetime. With
 ``ttl.refresh_on_access`` a read through get/read/search/preload also counts: the entry
 expires a lifetime after the later of its last write and its last read (reads are recorded

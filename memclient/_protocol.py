@@ -108,6 +108,19 @@ def memory_body(
     return body
 
 
+def expiry_body(ttl_s: float | None, expires_at: TimeLike | None, no_expiry: bool) -> dict[str, Any]:
+    """An update's expiry: ``ttl_s`` restarts the lifetime, ``expires_at`` sets the time, ``no_expiry``
+    removes the expiry (sent as ``expires_at: null``); none of them keeps it. The server refuses a mix."""
+    body: dict[str, Any] = {}
+    if ttl_s is not None:
+        body["ttl_s"] = ttl_s
+    if expires_at is not None:
+        body["expires_at"] = _time(expires_at)
+    elif no_expiry:
+        body["expires_at"] = None
+    return body
+
+
 def search_body(query: str, options: Mapping[str, Any]) -> dict[str, Any]:
     body: dict[str, Any] = {"query": query}
     for name, value in options.items():

@@ -97,11 +97,15 @@ class MemoryClient:
         kind: str = "fact", event_time: TimeLike | None = None, participants: Sequence[str] | None = None,
         location: str | None = None, source: str | None = None, provenance: Sequence[str] | None = None,
         metadata: Mapping[str, Any] | None = None, key: str | None = None,
+        ttl_s: float | None = None, expires_at: TimeLike | None = None, no_expiry: bool = False,
     ) -> Entry:
-        """Replace a memory's content; the returned entry carries the effective (possibly rotated) id."""
+        """Replace a memory's content; the returned entry carries the effective (possibly rotated) id. The
+        expiry is kept unless one is named: ``ttl_s`` restarts the lifetime (expires that many seconds after
+        this update), ``expires_at`` sets the time, ``no_expiry=True`` removes it (the id is kept)."""
         body = P.memory_body(text, topics=topics, kind=kind, event_time=event_time, participants=participants,
                              location=location, source=source, provenance=provenance, metadata=metadata,
                              key=key)
+        body.update(P.expiry_body(ttl_s, expires_at, no_expiry))
         return self._send(P.update(app, user, memory_id, body))
 
     def delete(self, app: str, user: str, memory_id: str, hard: bool | None = None,

@@ -15,20 +15,26 @@ service turns into :class:`memcore.errors.ValidationError` naming the field):
 - item_key (``key`` in JSON): an optional caller key, 1..512 characters, no control characters, no
   outer whitespace. A keyed memory's id is derived from (app, user, key) alone, so writing the same
   key again replaces the item (text, metadata and all); see :func:`memcore.ids.memory_id`.
-- ttl_s: an optional lifetime of the memory in seconds (0 < ttl_s <= :data:`MAX_TTL_S`). Every add
-  sets the entry's ``expires_at`` from its own ``ttl_s`` (none given: the entry does not expire);
-  an update keeps it. An entry past ``expires_at`` is expired (:meth:`Entry.expired`, the one rule):
-  no read returns it and the maintenance sweep deletes it (:mod:`actors.maintenance`).
+- ttl_s: an optional lifetime of the memory in seconds (0 < ttl_s <= :data:`MAX_TTL_S`); expires_at:
+  an optional absolute expiry instead (ISO-8601, naive is UTC; it must be after the write, which the
+  service checks against its clock); not both. Every add sets the entry's ``expires_at`` from its own
+  ``ttl_s`` / ``expires_at`` (neither given: the entry does not expire; :meth:`Memory.expiry`). An
+  update (:class:`MemoryPatch`) keeps the expiry unless it names one: ``ttl_s`` restarts the lifetime
+  (``now + ttl_s``), ``expires_at`` sets it, ``expires_at: null`` removes it (``ttl_s: null`` is
+  refused: it would be ambiguous); the id is kept (the expiry is not part of it). An entry past
+  ``expires_at`` is expired (:meth:`Entry.expired`, the one rule): no read returns it and the
+  maintenance sweep deletes it (:mod:`actors.maintenance`).
 """
 
 from __future__ import annotations
 
 import unicodedata
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic_core.core_schema import ValidationInfo
 
 from memcore.metadata import check_metadata
 
@@ -225,17 +231,36 @@ class Memory(BaseModel):
     """The caller's key (JSON ``key``): unique per (app, user); same key -> same item, replaced."""
     ttl_s: TtlSeconds = None
     """Lifetime in seconds from this write (sets the entry's ``expires_at``); None: never expires."""
+    expires_at: EventTime = None
+    """An absolute expiry instead of ``ttl_s`` (after the write); None: never expires."""
+
+    @field_validator("expires_at")
+    @classmethod
+    def _one_expiry(cls, v: datetime | None, info: ValidationInfo) -> datetime | None:
+        return _one_expiry(v, info)
+
+    def expiry(self, now: datetime) -> datetime | None:
+        """The expiry an add sets: ``ttl_s`` after the write, ``expires_at``, or none."""
+        return now + timedelta(seconds=self.ttl_s) if self.ttl_s is not None else self.expires_at
+
+
+def _one_expiry(v: datetime | None, info: ValidationInfo) -> datetime | None:
+    if v is not None and info.data.get("ttl_s") is not None:
+        raise ValueError("give ttl_s or expires_at, not both")
+    return v
 
 
 PATCH_FIELDS: tuple[str, ...] = ("text", "topics", "kind", "event_time", "participants", "location", "metadata",
                                  "item_key")
-"""What an update may change; every other field of the entry is kept (provenance grows)."""
+"""The content an update may change; every other field of the entry is kept (provenance grows)."""
+EXPIRY_FIELDS: tuple[str, ...] = ("ttl_s", "expires_at")
+"""What an update may say about the expiry (see the module docstring); not part of the id."""
 
 
 class MemoryPatch(BaseModel):
     """An update: only the fields given change (text, topics, kind, event time, participants,
-    location, metadata, key); at least one is required. ``null`` clears ``event_time``, ``location``
-    or ``key``."""
+    location, metadata, key, and the expiry: ``ttl_s`` or ``expires_at``); at least one is required.
+    ``null`` clears ``event_time``, ``location``, ``key`` or ``expires_at`` (no expiry)."""
 
     model_config = ConfigDict(extra="forbid", validate_by_name=True, validate_by_alias=True)
 
@@ -248,6 +273,10 @@ class MemoryPatch(BaseModel):
     metadata: Annotated[dict[str, Any] | None, BeforeValidator(_metadata_or_none)] = None
     item_key: ItemKey = Field(default=None, alias="key", serialization_alias="key")
     provenance: Provenance = Field(default_factory=list)
+    ttl_s: TtlSeconds = None
+    """A new lifetime from this update: ``expires_at`` becomes now + ttl_s."""
+    expires_at: EventTime = None
+    """A new absolute expiry (after the update); ``null`` removes the expiry."""
 
     @field_validator("text", mode="before")
     @classmethod
@@ -256,12 +285,33 @@ class MemoryPatch(BaseModel):
             raise ValueError("memory text must not be null (leave it out to keep it)")
         return v
 
+    @field_validator("ttl_s", mode="before")
+    @classmethod
+    def _ttl(cls, v: Any) -> Any:
+        if v is None:
+            raise ValueError("ttl_s must not be null (leave it out to keep the expiry; expires_at: null removes it)")
+        return v
+
+    @field_validator("expires_at")
+    @classmethod
+    def _one_expiry(cls, v: datetime | None, info: ValidationInfo) -> datetime | None:
+        return _one_expiry(v, info)
+
     @model_validator(mode="after")
     def _something(self) -> MemoryPatch:
-        if not (self.model_fields_set & set(PATCH_FIELDS)):
-            names = ", ".join(f.replace("item_key", "key") for f in PATCH_FIELDS)
+        if not (self.model_fields_set & {*PATCH_FIELDS, *EXPIRY_FIELDS}):
+            names = ", ".join(f.replace("item_key", "key") for f in (*PATCH_FIELDS, *EXPIRY_FIELDS))
             raise ValueError(f"nothing to update: give at least one of {names}")
         return self
+
+    def expiry(self, now: datetime, current: datetime | None) -> datetime | None:
+        """The expiry after this update: ``ttl_s`` from ``now``, ``expires_at`` (None: none), or ``current``."""
+        if self.ttl_s is not None:
+            return now + timedelta(seconds=self.ttl_s)
+        return self.expires_at if "expires_at" in self.model_fields_set else current
+
+    def names_expiry(self) -> bool:
+        return bool(self.model_fields_set & set(EXPIRY_FIELDS))
 
     def changes(self) -> dict[str, Any]:
         """The fields the caller gave (``None`` lists are left out: they mean "keep")."""
@@ -291,7 +341,7 @@ class Entry(Memory):
     updated_at: datetime
     deleted_at: datetime | None = None
     expires_at: EventTime = None
-    """When this entry expires (set from the ``ttl_s`` of the add that wrote it); None: never."""
+    """When this entry expires (set by the add that wrote it or a later update); None: never."""
     ttl_s: TtlSeconds = Field(default=None, exclude=True)
     """Not stored: an entry keeps ``expires_at`` (the field is the write's, see :class:`Memory`)."""
     replaces: str | None = Field(default=None, exclude=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -60,6 +60,8 @@ class MemoryService:
             raise ValidationError("one vector per memory is required", field="vectors")
         with self._write_lock, store_errors("add"):
             now = self._clock()
+            for i, mem in enumerate(mems):
+                _check_future(mem.expires_at, now, f"memories.{i}.expires_at" if many else "expires_at")
             by_id: dict[str, Entry] = {}
             order: list[str] = []
             ids = [memory_id(key, m) for m in mems]
@@ -69,7 +71,7 @@ class MemoryService:
                 prev = by_id.get(mid) or existing.get(mid)
                 if prev is not None and not prev.expired(now):
                     entry = _apply(prev, mem, now, provenance=_union(prev.provenance, mem.provenance))
-                    entry = entry.model_copy(update={"deleted_at": None, "expires_at": _expiry(mem, now)})
+                    entry = entry.model_copy(update={"deleted_at": None, "expires_at": mem.expiry(now)})
                 else:  # new, or expired and not yet swept: written afresh
                     entry = _new_entry(key, mid, mem, now, created_at=now)
                 if mid not in by_id:
@@ -97,15 +99,20 @@ class MemoryService:
 
         Only the fields the caller gave change (a :class:`MemoryPatch`, a dict of some fields, or the
         fields a :class:`Memory` was given); the rest of the entry is kept. A change of content
-        rotates the id and carries everything else over; a topics-only change keeps the id."""
+        rotates the id and carries everything else over; a topics-only change keeps the id. The expiry is
+        kept unless the patch names one (``ttl_s``, ``expires_at``; :meth:`MemoryPatch.expiry`)."""
         patch = MemoryPatch.of(memory) if isinstance(memory, Memory) else validate(MemoryPatch, memory)
         with self._write_lock, store_errors("update"):
             src = self._active(key, entry_id, live=True)
             mem = Memory.model_validate({**_memory_of(src), **patch.changes(), "provenance": patch.provenance})
             now = self._clock()
+            expires_at = patch.expiry(now, src.expires_at)
+            if patch.names_expiry():
+                _check_future(expires_at, now, "expires_at")
             new_id = memory_id(key, mem)
             if new_id == src.id:
                 entry = _apply(src, mem, now, provenance=_union(src.provenance, mem.provenance))
+                entry = entry.model_copy(update={"expires_at": expires_at})
                 self._write(entry, reembed=entry.text != src.text)
                 return entry
             target = next(iter(self.vectors.get(key, [new_id])), None)
@@ -116,7 +123,7 @@ class MemoryService:
             else:
                 entry = _new_entry(key, new_id, mem, now, created_at=src.created_at)  # inherits the source's
             entry = entry.model_copy(update={"provenance": _union(src.provenance, mem.provenance),
-                                             "metadata": _metadata_of(mem, src), "expires_at": src.expires_at})
+                                             "metadata": _metadata_of(mem, src), "expires_at": expires_at})
             # Crash-safe rotation: the new entry is written naming the id it replaces, the old one is
             # retired, then the mark is cleared; a shard killed in between finishes it on start
             # (finish_rotations), so exactly one of the two stays active.
@@ -298,18 +305,19 @@ def _metadata_of(mem: Memory, prev: Entry) -> dict[str, Any]:
 
 
 def _new_entry(key: UserKey, entry_id: str, mem: Memory, now: Any, *, created_at: Any) -> Entry:
-    return Entry(id=entry_id, app=key.app, user=key.user, created_at=created_at, updated_at=now,
-                 expires_at=_expiry(mem, now), **mem.model_dump())
+    data = {**mem.model_dump(exclude={"ttl_s"}), "expires_at": mem.expiry(now)}
+    return Entry(id=entry_id, app=key.app, user=key.user, created_at=created_at, updated_at=now, **data)
 
 
-def _expiry(mem: Memory, now: datetime) -> datetime | None:
-    """The expiry an add sets: ``ttl_s`` after the write, or none (see :mod:`memcore.model`)."""
-    return now + timedelta(seconds=mem.ttl_s) if mem.ttl_s is not None else None
+def _check_future(expires_at: datetime | None, now: datetime, field: str) -> None:
+    """An expiry a write gives must be after the write (an entry born expired is refused, not stored)."""
+    if expires_at is not None and expires_at <= now:
+        raise ValidationError("expires_at must be in the future", field=field)
 
 
 def _memory_of(entry: Entry) -> dict[str, Any]:
     """The caller-settable fields of a stored entry (provenance excepted)."""
-    return {f: getattr(entry, f) for f in Memory.model_fields if f not in ("provenance", "ttl_s")}
+    return {f: getattr(entry, f) for f in Memory.model_fields if f not in ("provenance", "ttl_s", "expires_at")}
 
 
 def _apply(prev: Entry, mem: Memory, now: Any, *, provenance: list[str]) -> Entry:

@@ -219,7 +219,7 @@ class TTLSettings(BaseModel):
     sweep deletes the app's archived turns (raw events) whose timestamp is older than the lifetime,
     except those an unfinished extraction job has yet to read, then compacts the shard. The same
     sweep (every ``sweep_s``, with or without ``apps``) deletes the entries past their own
-    ``expires_at`` (a write's ``ttl_s``, :mod:`memcore.model`), which no read returns meanwhile.
+    ``expires_at`` (a write's ``ttl_s`` or ``expires_at``, :mod:`memcore.model`), which no read returns meanwhile.
     """
 
     apps: dict[str, Annotated[float, Field(gt=0)]] = Field(default_factory=dict)

@@ -147,9 +147,10 @@ def _memory_routes(router: APIRouter) -> None:
                   summary="Update a memory", tags=["memories"])
     async def update_memory(request: Request, app: App, user: User, memory_id: MemoryId,
                             memory: MemoryUpdateRequest) -> Response:
-        """Change the fields given (text, topics, kind, event_time, participants, location); the rest is
-        kept. A topics-only change keeps the id; a change of content returns the entry under its new id and
-        retires the old one (409 if the new id is already active)."""
+        """Change the fields given (text, topics, kind, event_time, participants, location, metadata, key,
+        expiry: ``ttl_s`` restarts the lifetime, ``expires_at`` sets it, ``expires_at: null`` removes it); the
+        rest is kept. A topics-, metadata- or expiry-only change keeps the id; a change of content returns
+        the entry under its new id and retires the old one (409 if the new id is already active)."""
         key = make_key(app, user)
         entry, seq = await shards(request).update(key, memory_id,
                                                   memory.model_dump(mode="json", include=memory.model_fields_set))

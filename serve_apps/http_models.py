@@ -75,6 +75,14 @@ _MEMORY_DOCS = {
            "later write with the same key replaces this memory (text, metadata and all) instead of adding one.",
     "ttl_s": "Lifetime in seconds from this write (0 < ttl_s <= about 100 years): afterwards no read returns the "
              "memory and the maintenance sweep deletes it. Every add sets it anew (left out: never expires).",
+    "expires_at": "Instead of `ttl_s`: when the memory expires, ISO-8601 (naive is UTC), after this write; not both.",
+}
+_PATCH_DOCS = {
+    **_MEMORY_DOCS,
+    "ttl_s": "Restart the lifetime: the memory expires ttl_s seconds after this update (0 < ttl_s <= about 100 "
+             "years; null is refused). Left out (and no `expires_at`): the expiry is kept.",
+    "expires_at": "A new expiry, ISO-8601, after this update; `null` removes the expiry (never expires). Not with "
+                  "`ttl_s`. Changing only the expiry keeps the id.",
 }
 _ENTRY_DOCS = {
     **_MEMORY_DOCS,
@@ -85,7 +93,7 @@ _ENTRY_DOCS = {
     "created_at": "When the memory was first stored.",
     "updated_at": "When the memory was last written (re-adding identical content refreshes it).",
     "deleted_at": "Soft-delete tombstone; always null in responses (deleted entries are invisible).",
-    "expires_at": "When the memory expires (set from the `ttl_s` of the add that wrote it); null: never.",
+    "expires_at": "When the memory expires (set by `ttl_s` / `expires_at` of the add or a later update); null: never.",
 }
 _SEARCH_DOCS = {
     "query": "Free text. Keyword-index syntax (quotes, AND, field:value) is taken literally, never parsed.",
@@ -126,12 +134,13 @@ class MemoryRequest(Memory):
 
 
 class MemoryUpdateRequest(MemoryPatch):
-    """What to change: any of text, topics, kind, event_time, participants, location (at least one).
-    Fields left out keep their stored value; a changed text or episodic field rotates the id."""
+    """What to change: any of text, topics, kind, event_time, participants, location, metadata, key, and the
+    expiry (``ttl_s`` or ``expires_at``; at least one field). Fields left out keep their stored value; a
+    changed text or episodic field rotates the id."""
 
     model_config = ConfigDict(
         extra="forbid",
-        json_schema_extra=_describe(_MEMORY_DOCS, {"topics": ["home", "moves"]}),
+        json_schema_extra=_describe(_PATCH_DOCS, {"topics": ["home", "moves"]}),
     )
 
 

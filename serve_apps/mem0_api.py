@@ -14,7 +14,8 @@ Auth: ``Authorization: Token <key>`` (what the client sends) or ``Bearer <key>``
 app (``X-Memcluster-App`` picks one when a key opens several, or names the app when auth is off;
 default ``mem0``). ``add`` with ``infer`` true (the default) goes through session ingest and the app's
 extractor (verbatim when none is configured) and waits for the job; ``infer: false`` stores each
-message as given. The data mapping is in :mod:`serve_apps.mem0_map`. Errors have the API's one shape
+message as given; ``expiration_date`` is taken with ``infer: false`` and on update (refused, 422, with
+``infer`` true). The data mapping is in :mod:`serve_apps.mem0_map`. Errors have the API's one shape
 ``{"error", "field", "message"}`` (the client shows that JSON as its exception's message).
 """
 
@@ -92,9 +93,14 @@ async def _add(request: Request, body: Mem0AddRequest) -> dict[str, Any]:
     make_key(app, user)
     meta = M.entry_metadata(M.user_metadata(body.metadata), entities)
     messages = body.message_list()
+    expires_at = M.expiry_of(body.expiration_date, now_utc())
+    if expires_at is not None and body.infer:
+        raise ValidationError(f"{M.EXPIRATION} is supported with infer=false only (extraction does not carry "
+                              "an expiry)", field=M.EXPIRATION)
     if not body.infer:
+        expiry = {"expires_at": expires_at.isoformat()} if expires_at is not None else {}
         memories = [{"text": m["content"], "source": "assistant" if m["role"] == "assistant" else "user",
-                     "metadata": meta} for m in messages if m["role"] != "system" and m["content"].strip()]
+                     "metadata": meta, **expiry} for m in messages if m["role"] != "system" and m["content"].strip()]
         if not memories:
             return {"results": []}
         entries: list[Entry] = await _call(request, app, user, "add_many", memories)
@@ -235,7 +241,8 @@ def mem0_router() -> APIRouter:
 
     @router.put("/v1/memories/{memory_id}/", summary="Update a memory (Mem0)")
     async def update(request: Request, memory_id: str, body: Mem0UpdateRequest) -> dict[str, Any]:
-        """New text (the memcluster id rotates; the trail is kept for history) and/or new metadata."""
+        """New text (the memcluster id rotates; the trail is kept for history), new metadata and/or a new
+        ``expiration_date`` (null: never expires)."""
         app = request.state.mem0_app
         user, eid = M.split_id(memory_id)
         entry: Entry = await _call(request, app, user, "get", eid)
@@ -247,6 +254,9 @@ def mem0_router() -> APIRouter:
         if body.text is not None and body.text.strip() != entry.text:
             memory["text"], prev = body.text, entry.id
         memory["metadata"] = {**user_meta, **keep, **({M.PREV: prev} if isinstance(prev, str) else {})}
+        if M.EXPIRATION in body.model_fields_set:
+            at = M.expiry_of(body.expiration_date, now_utc())
+            memory["expires_at"] = at.isoformat() if at is not None else None
         return M.to_mem0(await _call(request, app, user, "update", eid, memory))
 
     @router.delete("/v1/memories/{memory_id}/", summary="Delete a memory (Mem0)")

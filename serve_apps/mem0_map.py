@@ -14,6 +14,11 @@
 - Filters (``filters`` of search and list) are equalities on ``user_id``, ``agent_id``, ``run_id``,
   ``app_id`` and ``metadata``, combined with ``AND`` / ``OR`` (and ``{"in": [...]}``); they are
   expanded into at most :data:`MAX_BRANCHES` conjunctions, each of which must name a ``user_id``.
+- ``expiration_date`` (Mem0: a ``YYYY-MM-DD`` date, UTC, inclusive) is memcluster's ``expires_at`` at
+  00:00 UTC of the next day (:func:`expiry_of`); a memory shows the last day it is visible on
+  (:func:`expiration_date`; null: it never expires). Unlike Mem0, which hides expired memories but keeps
+  them (``get`` still returns them), an expired memcluster entry is returned by no read and deleted by
+  the maintenance sweep.
 """
 
 from __future__ import annotations
@@ -21,8 +26,9 @@ from __future__ import annotations
 import base64
 import binascii
 import itertools
+import re
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
 from memcore.errors import NotFoundError, ValidationError
@@ -35,6 +41,8 @@ ENTITY_KEYS: dict[str, str] = {"agent_id": AGENT, "run_id": RUN, "app_id": APP}
 ENTITY_TYPES: dict[str, str] = {"user": "user_id", "agent": "agent_id", "run": "run_id", "app": "app_id"}
 MAX_BRANCHES = 16
 DEFAULT_SESSION = "mem0"
+EXPIRATION = "expiration_date"
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 Conjunction = dict[str, Scalar]
 """``user_id`` (optional) plus metadata equalities (reserved keys for agent/run/app)."""
@@ -56,6 +64,30 @@ def split_id(value: str) -> tuple[str, str]:
     except (binascii.Error, ValueError):
         raise NotFoundError(f"memory {value!r} not found", field="memory_id") from None
     return user, entry_id
+
+
+# ----------------------------------------------------------------- expiry
+def expiry_of(value: Any, now: datetime) -> datetime | None:
+    """``expires_at`` of a Mem0 ``expiration_date`` (None: no expiry): 00:00 UTC after that day. A value
+    that is not a ``YYYY-MM-DD`` date, or a day already over at ``now``, is refused naming the field."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not _DATE.fullmatch(value):
+        raise ValidationError(f"{EXPIRATION} must be a date YYYY-MM-DD (UTC) or null", field=EXPIRATION)
+    try:
+        at = datetime.combine(date.fromisoformat(value) + timedelta(days=1), time(0), tzinfo=UTC)
+    except (ValueError, OverflowError):
+        raise ValidationError(f"{EXPIRATION} {value!r} is not a valid date", field=EXPIRATION) from None
+    if at <= now:
+        raise ValidationError(f"{EXPIRATION} {value} is in the past", field=EXPIRATION)
+    return at
+
+
+def expiration_date(entry: Entry) -> str | None:
+    """The last day (UTC) on which ``entry`` is visible, as Mem0's ``expiration_date``; None: never expires."""
+    if entry.expires_at is None:
+        return None
+    return (entry.expires_at - timedelta(microseconds=1)).date().isoformat()
 
 
 # ----------------------------------------------------------------- metadata
@@ -99,7 +131,8 @@ def to_mem0(entry: Entry, score: float | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {
         "id": mem0_id(entry.user, entry.id), "memory": entry.text, "user_id": entry.user,
         "agent_id": entry.metadata.get(AGENT), "run_id": entry.metadata.get(RUN), "app_id": entry.metadata.get(APP),
-        "metadata": meta or None, "categories": list(entry.topics), "immutable": False, "expiration_date": None,
+        "metadata": meta or None, "categories": list(entry.topics), "immutable": False,
+        EXPIRATION: expiration_date(entry),
         "created_at": _iso(entry.created_at), "updated_at": _iso(entry.updated_at),
     }
     if score is not None:

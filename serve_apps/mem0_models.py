@@ -32,6 +32,8 @@ class Mem0AddRequest(BaseModel):
     filters: dict[str, Any] | None = Field(default=None, description="Entity ids, as plain equalities.")
     metadata: dict[str, Any] | None = None
     infer: bool = Field(default=True, description="true: extract through ingest; false: store messages as given.")
+    expiration_date: Any = Field(default=None, description="YYYY-MM-DD (UTC): the last day the memories are "
+                                 "visible; infer=false only (with infer=true it is refused, 422).")
 
     def entities(self) -> dict[str, Any]:
         out = {k: v for k, v in (self.filters or {}).items() if k in ("user_id", "agent_id", "run_id", "app_id")}
@@ -91,9 +93,11 @@ class Mem0ListRequest(BaseModel):
 
 
 class Mem0UpdateRequest(BaseModel):
-    """``PUT /v1/memories/{id}/``: new text and/or new metadata."""
+    """``PUT /v1/memories/{id}/``: new text, new metadata and/or a new ``expiration_date`` (null clears it)."""
 
     model_config = ConfigDict(extra="allow")
 
     text: str | None = None
     metadata: dict[str, Any] | None = None
+    expiration_date: Any = Field(default=None, description="YYYY-MM-DD (UTC): the last day the memory is "
+                                 "visible; null: it never expires; left out: kept.")

@@ -229,6 +229,22 @@ def test_unreachable() -> None:
         mc.healthz()
 
 
+def test_update_names_the_expiry(client: MemoryClient, user: str) -> None:
+    e = client.add(APP, user, "Alice's gate is B12.", ttl_s=60)
+    renewed = client.update(APP, user, e.id, "Alice's gate is B12.", ttl_s=3600)
+    assert renewed.id == e.id and renewed.expires_at is not None
+    assert (renewed.expires_at - renewed.updated_at).total_seconds() == 3600
+    at = datetime(2099, 1, 31, tzinfo=UTC)
+    assert client.update(APP, user, e.id, "Alice's gate is B12.", expires_at=at).expires_at == at
+    kept = client.update(APP, user, e.id, "Alice's gate is B12.", topics=["trip"])
+    assert kept.expires_at == at
+    forever = client.update(APP, user, e.id, "Alice's gate is B12.", no_expiry=True)
+    assert forever.id == e.id and forever.expires_at is None and client.get(APP, user, e.id).expires_at is None
+    with pytest.raises(InvalidRequest) as bad:
+        client.update(APP, user, e.id, "Alice's gate is B12.", ttl_s=10, expires_at=at)
+    assert bad.value.status == 422 and bad.value.field == "expires_at"
+
+
 # ---------------------------------------------------------------------------- async, real server
 async def test_async_client_every_method(server: LiveServer, user: str) -> None:
     async with AsyncMemoryClient(server.url, api_key=KEY) as mc:
@@ -237,7 +253,10 @@ async def test_async_client_every_method(server: LiveServer, user: str) -> None:
         entry = await mc.add(APP, user, "Carol runs marathons.", topics=["sport"])
         assert (await mc.get(APP, user, entry.id)).text == "Carol runs marathons."
         assert [e.id for e in await mc.read(APP, user, limit=10)] == [entry.id]
-        moved = await mc.update(APP, user, entry.id, "Carol runs ultramarathons.")
+        moved = await mc.update(APP, user, entry.id, "Carol runs ultramarathons.", ttl_s=900)
+        assert moved.expires_at is not None
+        assert (moved.expires_at - moved.updated_at).total_seconds() == 900
+        assert (await mc.update(APP, user, moved.id, moved.text, no_expiry=True)).expires_at is None
         hits = await mc.search(APP, user, "ultramarathons", max_results=3)
         assert hits[0].entry.id == moved.id
         pre = await mc.preload(APP, user, budget=5, message="sport?")

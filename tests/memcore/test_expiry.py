@@ -1,5 +1,7 @@
-"""Per-entry expiry (``ttl_s`` -> ``expires_at``) over both vector-store engines: every read path hides an
-expired entry before any sweep, an add sets the expiry anew, an update keeps it, bad values are refused."""
+"""Per-entry expiry (``ttl_s`` / ``expires_at``) over both vector-store engines: every read path hides an
+expired entry before any sweep, an add sets the expiry anew, an update keeps it unless it names one (``ttl_s``
+restarts the lifetime, ``expires_at`` sets it, ``expires_at: null`` removes it, the id is kept), bad values
+are refused naming the field and nothing is written."""
 
 from __future__ import annotations
 
@@ -78,3 +80,72 @@ def test_bad_ttl_is_refused_naming_the_field(service: MemoryService, bad: object
         service.add(A, {"text": "never written", "ttl_s": bad})
     assert err.value.field == "ttl_s"
     assert service.read(A) == []
+
+
+def test_add_with_an_absolute_expiry(service: MemoryService) -> None:
+    now = _clock(service).t  # type: ignore[attr-defined]
+    at = now + timedelta(hours=2)
+    e = service.add(A, {"text": "Alice's parcel arrives today", "expires_at": at.isoformat()})
+    assert e.expires_at == at
+    _clock(service).t = at - timedelta(seconds=2)  # type: ignore[attr-defined]
+    assert service.get(A, e.id).id == e.id
+    _clock(service).t = at  # type: ignore[attr-defined]
+    with pytest.raises(NotFoundError):
+        service.get(A, e.id)
+
+
+@pytest.mark.parametrize(("body", "field"), [
+    ({"expires_at": "2000-01-01T00:00:00Z"}, "expires_at"),
+    ({"expires_at": "soon"}, "expires_at"),
+    ({"ttl_s": 60, "expires_at": "2100-01-01T00:00:00Z"}, "expires_at"),
+])
+def test_bad_absolute_expiry_on_add_is_refused(service: MemoryService, body: dict[str, object], field: str) -> None:
+    with pytest.raises(ValidationError) as err:
+        service.add(A, {"text": "never written", **body})
+    assert err.value.field == field
+    assert service.read(A) == []
+
+
+def test_update_with_ttl_restarts_the_lifetime_and_keeps_the_id(service: MemoryService) -> None:
+    e = service.add(A, {"text": "Alice is at the dentist", "ttl_s": 10, "topics": ["health"]})
+    _clock(service).t += timedelta(seconds=5)  # type: ignore[attr-defined]
+    renewed = service.update(A, e.id, {"ttl_s": 3600})
+    assert renewed.id == e.id and renewed.text == e.text and renewed.topics == ["health"]
+    assert renewed.expires_at == renewed.updated_at + timedelta(seconds=3600)
+    _clock(service).t += timedelta(seconds=60)  # type: ignore[attr-defined]
+    assert service.get(A, e.id).expires_at == renewed.expires_at  # alive past the old expiry
+    both = service.update(A, e.id, {"topics": ["health", "today"], "ttl_s": 30})
+    assert both.id == e.id and both.topics == ["health", "today"]
+    assert both.expires_at == both.updated_at + timedelta(seconds=30)
+    rotated = service.update(A, e.id, {"text": "Alice is at the dentist until noon", "ttl_s": 90})
+    assert rotated.id != e.id and rotated.expires_at == rotated.updated_at + timedelta(seconds=90)
+    assert [x.id for x in service.read(A)] == [rotated.id]
+
+
+def test_update_sets_or_removes_the_expiry(service: MemoryService) -> None:
+    e = service.add(A, {"text": "Alice's hotel room is 512", "ttl_s": 10})
+    at = _clock(service).t + timedelta(days=3)  # type: ignore[attr-defined]
+    moved = service.update(A, e.id, {"expires_at": at.isoformat()})
+    assert moved.id == e.id and moved.expires_at == at
+    forever = service.update(A, e.id, {"expires_at": None})
+    assert forever.id == e.id and forever.expires_at is None
+    _clock(service).t += timedelta(days=30)  # type: ignore[attr-defined]
+    assert service.get(A, e.id).expires_at is None
+    kept = service.update(A, e.id, {"topics": ["travel"]})  # names no expiry: keeps none
+    assert kept.expires_at is None
+
+
+@pytest.mark.parametrize(("patch", "field"), [
+    ({"ttl_s": None}, "ttl_s"), ({"ttl_s": 0}, "ttl_s"), ({"ttl_s": -5}, "ttl_s"), ({"ttl_s": "later"}, "ttl_s"),
+    ({"ttl_s": MAX_TTL_S * 2}, "ttl_s"), ({"topics": ["x"], "ttl_s": float("nan")}, "ttl_s"),
+    ({"expires_at": "2000-01-01T00:00:00Z"}, "expires_at"), ({"expires_at": "tomorrow"}, "expires_at"),
+    ({"ttl_s": 60, "expires_at": "2100-01-01T00:00:00Z"}, "expires_at"),
+])
+def test_bad_expiry_in_an_update_is_refused_and_nothing_changes(service: MemoryService, patch: dict[str, object],
+                                                                field: str) -> None:
+    e = service.add(A, {"text": "Alice's locker is 17", "ttl_s": 600})
+    with pytest.raises(ValidationError) as err:
+        service.update(A, e.id, patch)
+    assert err.value.field == field
+    after = service.get(A, e.id)
+    assert after.expires_at == e.expires_at and after.topics == e.topics and after.updated_at == e.updated_at

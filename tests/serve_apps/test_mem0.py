@@ -191,3 +191,36 @@ def test_async_client(base: str) -> None:
 
     asyncio.run(run())
     assert _ours(base, "app2").read("app2", "gus", 10) == []
+
+
+def test_expiration_date_on_add_and_update(base: str) -> None:
+    from datetime import UTC, datetime
+
+    from mem0.exceptions import ValidationError as Mem0Invalid
+
+    c, ours = _client(base), _ours(base)
+    added = c.add("Hal's conference badge is 88", user_id="hal", expiration_date="2030-01-31", infer=False)
+    mid = added["results"][0]["id"]
+    (entry,) = ours.read("app1", "hal", 10)
+    assert entry.id == _eid(mid) and entry.expires_at == datetime(2030, 2, 1, tzinfo=UTC)  # gone from Feb 1st
+    assert c.get(mid)["expiration_date"] == "2030-01-31"
+    assert [m["expiration_date"] for m in c.get_all(filters={"user_id": "hal"})["results"]] == ["2030-01-31"]
+    moved = c.update(mid, expiration_date="2031-06-30")
+    assert moved["id"] == mid and moved["expiration_date"] == "2031-06-30"
+    assert ours.get("app1", "hal", _eid(mid)).expires_at == datetime(2031, 7, 1, tzinfo=UTC)
+    text = c.update(mid, text="Hal's conference badge is 89")  # names no expiry: kept
+    assert text["expiration_date"] == "2031-06-30"
+    cleared = c.update(text["id"], expiration_date=None)
+    assert cleared["id"] == text["id"] and cleared["expiration_date"] is None
+    assert ours.get("app1", "hal", _eid(text["id"])).expires_at is None
+    plain = c.add("Hal likes tea", user_id="hal", infer=False)["results"][0]["id"]
+    assert c.get(plain)["expiration_date"] is None
+    for bad in ("2030-13-01", "31/01/2030", "2030-01-31T00:00:00Z", "2001-01-01", "9999-12-31"):
+        with pytest.raises(Mem0Invalid, match="expiration_date"):
+            c.add("never stored", user_id="hal-bad", expiration_date=bad, infer=False)
+        with pytest.raises(Mem0Invalid, match="expiration_date"):
+            c.update(plain, expiration_date=bad)
+    with pytest.raises(Mem0Invalid, match="expiration_date"):
+        c.add("I fly to Oslo on Monday", user_id="hal-bad", expiration_date="2030-01-31")  # infer=True
+    assert ours.read("app1", "hal-bad", 10) == []
+    assert c.get(plain)["expiration_date"] is None
