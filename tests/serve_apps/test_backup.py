@@ -100,7 +100,7 @@ def test_export_import_round_trips_exactly(make_server: Callable[..., Served]) -
     assert len(deleted) == 4 * 2 + 3  # rotated + violin per user; bob's clear hit 3 more (tea came back)
     assert list(lines[0]) == ["id", "app", "user", "kind", "text", "topics", "event_time", "participants",
                               "location", "source", "provenance", "created_at", "updated_at", "deleted_at",
-                              "metadata", "key"]
+                              "metadata", "key", "expires_at"]
     assert any(e["source"] == "assistant" and e["participants"] and e["provenance"] == [] for e in lines)
     assert any(e["provenance"] == ["s1:1", "s1:2"] for e in lines)
 

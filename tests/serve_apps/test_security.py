@@ -80,7 +80,7 @@ def json_routes(c: httpx.Client) -> list[tuple[str, str]]:
 
 
 def concrete(path: str, app: str, user: str = "u") -> str:
-    return path.format(app=app, user=user, memory_id="m", name="memory_add", session="s", job_id="j")
+    return path.format(app=app, user=user, memory_id="m", name="memory_add", session="s", job_id="j", event_id="e")
 
 
 # ------------------------------------------------------------------ keys
