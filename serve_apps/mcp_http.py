@@ -104,8 +104,11 @@ class McpEndpoint:
     async def _started(self, settings: Settings) -> StreamableHTTPSessionManager:
         if self._ready is None:
             self._ready = asyncio.Event()
+            # json_response: a POST is answered with one JSON body, not an SSE stream. The SDK forgets a
+            # session whose opening answer did not complete; a client that closes the stream as soon as it
+            # has the event (while Serve's proxy is still relaying it) would otherwise lose the session.
             self._manager = StreamableHTTPSessionManager(
-                app=build_server(_resolve), stateless=settings.ingress_replicas > 1,
+                app=build_server(_resolve), stateless=settings.ingress_replicas > 1, json_response=True,
                 max_request_body_size=settings.http.max_body_bytes)
             self._task = asyncio.get_running_loop().create_task(self._run(self._manager, self._ready))
         await self._ready.wait()
