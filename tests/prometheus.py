@@ -16,8 +16,9 @@ RAY_NOISE = {"Component", "NodeAddress", "SessionName", "Version", "WorkerId", "
 """Label keys Ray adds to every series (and a histogram's bucket bound): not ours, left out."""
 
 
-def scrape() -> Series:
-    """``{sample name without ray_: {labels without Ray's own: value summed over workers}}``."""
+def scrape(worker: str | None = None) -> Series:
+    """``{sample name without ray_: {labels without Ray's own: value summed over workers}}``; with
+    ``worker`` (a Ray worker id) only that process' series."""
     import ray
 
     port = ray._private.worker.global_worker.node.metrics_export_port
@@ -25,6 +26,8 @@ def scrape() -> Series:
     out: Series = defaultdict(lambda: defaultdict(float))
     for family in text_string_to_metric_families(text):
         for s in family.samples:
+            if worker is not None and s.labels.get("WorkerId") != worker:
+                continue
             if s.name.startswith("ray_memcluster_"):
                 labels = tuple(sorted((k, v) for k, v in s.labels.items() if k not in RAY_NOISE))
                 out[s.name.removeprefix("ray_")][labels] += s.value
@@ -36,13 +39,13 @@ def total(series: Series, name: str, **want: str) -> float:
     return sum(v for labels, v in series.get(name, {}).items() if set(want.items()) <= set(labels))
 
 
-def wait_for(missing: Callable[[Series], list[str]], timeout_s: float = 90.0) -> Series:
-    """Scrape until ``missing(series)`` is empty (Ray exports each process' records every few seconds);
-    fails with what is still missing after ``timeout_s``."""
+def wait_for(missing: Callable[[Series], list[str]], timeout_s: float = 90.0, worker: str | None = None) -> Series:
+    """Scrape (``worker``: see :func:`scrape`) until ``missing(series)`` is empty (Ray exports each
+    process' records every few seconds); fails with what is still missing after ``timeout_s``."""
     deadline, left = time.monotonic() + timeout_s, ["not scraped yet"]
     series: Series = {}
     while time.monotonic() < deadline:
-        series = scrape()
+        series = scrape(worker)
         left = missing(series)
         if not left:
             return series
