@@ -19,7 +19,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Literal
 
 from actors.archive import SqliteArchive
-from memcore.model import Entry, UserKey, now_utc
+from memcore.fields import now_utc
+from memcore.model import Entry, UserKey
 from memcore.service import MemoryService
 
 VISIBLE, HIDDEN, REMOVED = 0, 1, 2

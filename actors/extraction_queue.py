@@ -57,7 +57,8 @@ from memcore.extraction.events import Event, ExtractionResult, Message, cursor_o
 from memcore.extraction.factory import build_episode_stage, build_extractor
 from memcore.extraction.pipeline import EpisodeStage, ExtractionReport, run_extraction
 from memcore.extraction.wrapper import ExtractorWrapper
-from memcore.model import Entry, Operation, UserKey, now_utc
+from memcore.fields import now_utc
+from memcore.model import Entry, Operation, UserKey
 from memcore.ports import Extractor
 from memcore.service import MemoryService
 from memcore.settings import Settings

@@ -48,7 +48,8 @@ from memcore.errors import ValidationError
 from memcore.extraction.events import Event, cursor_of
 from memcore.extraction.factory import build_extractor
 from memcore.extraction.pipeline import run_extraction
-from memcore.model import Entry, UserKey, now_utc
+from memcore.fields import now_utc
+from memcore.model import Entry, UserKey
 from memcore.ports import Extractor, Vectors
 from memcore.service import MemoryService
 from memcore.settings import ExtractorSettings, Settings

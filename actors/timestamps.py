@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from memcore.model import utc
+from memcore.fields import utc
 
 
 def to_us(value: datetime) -> int:

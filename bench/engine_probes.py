@@ -95,8 +95,9 @@ def dense_probe(vecs: np.ndarray, mems: list, user_of: np.ndarray, queries: np.n
     import qdrant_edge as qe
 
     from bench.engine import user_key
+    from memcore.fields import now_utc
     from memcore.ids import memory_id, point_id
-    from memcore.model import Entry, Memory, now_utc
+    from memcore.model import Entry, Memory
     from memcore.stores.qdrant_common import from_payload, scope_filter
     from memcore.stores.qdrant_edge import QdrantEdgeStore, edge_filter
 

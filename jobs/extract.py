@@ -29,7 +29,7 @@ from memcore.extraction.chat import RawToolCall
 from memcore.extraction.events import Event
 from memcore.extraction.llm import CHUNK_EVENTS, LLMExtractor
 from memcore.extraction.verbatim import VerbatimExtractor
-from memcore.model import MAX_PROVENANCE, utc
+from memcore.fields import MAX_PROVENANCE, utc
 from memcore.settings import ExtractorSettings
 from memcore.vocabulary import ADD, DEFAULT_NAMES, Granularity
 

@@ -26,7 +26,8 @@ from typing import Any
 
 from memcore.errors import MemoryServiceError
 from memcore.extraction.events import Event, parse_events
-from memcore.model import MAX_NAME_CHARS, UserKey
+from memcore.fields import MAX_NAME_CHARS
+from memcore.model import UserKey
 from memcore.validation import check_session, make_key
 
 ROW_KEYS = frozenset({"app", "user", "session", "events", "names"})

@@ -25,8 +25,9 @@ import pydantic
 from pydantic import ConfigDict, field_validator, model_validator
 
 from memcore.errors import ValidationError
+from memcore.fields import AppId, UserId, utc
 from memcore.ids import memory_id
-from memcore.model import AppId, Entry, UserId, UserKey, utc
+from memcore.model import Entry, UserKey
 from memcore.validation import first_error
 
 #: The order of the keys of an exported line (scope first, timestamps last).

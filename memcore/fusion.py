@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from memcore.model import MAX_TEXT_BYTES, Entry, Kind
+from memcore.fields import MAX_TEXT_BYTES
+from memcore.model import Entry, Kind
 from memcore.search_model import SearchHit
 from memcore.text import word_set
 

@@ -9,8 +9,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from memcore.fields import MAX_RESULTS_LIMIT, MAX_TEXT_BYTES, check_topics, utc
 from memcore.metadata import Scalar, check_filter
-from memcore.model import MAX_RESULTS_LIMIT, MAX_TEXT_BYTES, Entry, Kind, check_topics, utc
+from memcore.model import Entry, Kind
 from memcore.vocabulary import MAX_TOKENS_LIMIT, KeywordQuery
 
 TopicsMatch = Literal["any", "all"]

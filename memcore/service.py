@@ -16,9 +16,10 @@ import pydantic
 
 from memcore import backup, budget, fusion, search, tracing
 from memcore.errors import ConflictError, NotFoundError, ValidationError
+from memcore.fields import now_utc
 from memcore.ids import memory_id
 from memcore.metadata import Scalar, check_filter, matches
-from memcore.model import Entry, Kind, Memory, MemoryPatch, UserKey, now_utc
+from memcore.model import Entry, Kind, Memory, MemoryPatch, UserKey
 from memcore.ports import Embedder, KeywordIndex, Vectors, VectorStore
 from memcore.search import Knobs
 from memcore.search_model import SearchHit, SearchOptions, TopicsMatch, has_topics

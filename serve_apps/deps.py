@@ -14,7 +14,7 @@ from pydantic import BaseModel
 from actors.backend import ShardBackend
 from actors.shard_client import ShardClient
 from memcore.errors import StoreError
-from memcore.model import MAX_ID_CHARS
+from memcore.fields import MAX_ID_CHARS
 from memcore.settings import Settings
 from serve_apps.http_models import ErrorBody
 

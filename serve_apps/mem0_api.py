@@ -38,7 +38,8 @@ from actors.backend import unwrap
 from actors.extraction_queue import job_shard
 from memcore import tracing
 from memcore.errors import NotFoundError, ValidationError
-from memcore.model import Entry, now_utc
+from memcore.fields import now_utc
+from memcore.model import Entry
 from memcore.search_model import SearchHit
 from memcore.validation import make_key
 from serve_apps import mem0_map as M

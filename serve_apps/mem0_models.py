@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from memcore.errors import ValidationError
-from memcore.model import MAX_TEXT_BYTES, encodable
+from memcore.fields import MAX_TEXT_BYTES, encodable
 
 MAX_MESSAGES = 100
 ROLES = ("user", "assistant", "system")

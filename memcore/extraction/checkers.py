@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from memcore.extraction.events import Event
-from memcore.model import now_utc, utc
+from memcore.fields import now_utc, utc
 from memcore.settings import ExtractorSettings
 
 

@@ -35,7 +35,8 @@ from memcore.errors import MemoryServiceError
 from memcore.extraction import prompts
 from memcore.extraction.chat import AfterModel, BeforeModel, ChatClient, RawToolCall
 from memcore.extraction.events import Event
-from memcore.model import Entry, Kind, Memory, Operation, Source, now_utc, utc
+from memcore.fields import now_utc, utc
+from memcore.model import Entry, Kind, Memory, Operation, Source
 from memcore.text import jaccard, numbers
 from memcore.validation import first_error
 from memcore.vocabulary import EPISODE_TOOL

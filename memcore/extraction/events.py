@@ -32,7 +32,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from memcore.errors import ValidationError
-from memcore.model import Operation, utc
+from memcore.fields import utc
+from memcore.model import Operation
 from memcore.validation import validate
 
 MAX_EVENT_ID_CHARS = 256

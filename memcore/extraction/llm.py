@@ -24,7 +24,8 @@ from memcore.errors import ValidationError
 from memcore.extraction import prompts
 from memcore.extraction.chat import AfterModel, BeforeModel, ChatClient, RawToolCall
 from memcore.extraction.events import Event, ExtractionResult
-from memcore.model import MAX_PROVENANCE, Entry, Memory, Operation, now_utc, utc
+from memcore.fields import MAX_PROVENANCE, now_utc, utc
+from memcore.model import Entry, Memory, Operation
 from memcore.tools import memory_from_args
 from memcore.vocabulary import (
     ADD,

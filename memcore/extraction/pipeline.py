@@ -27,7 +27,8 @@ from memcore import tracing
 from memcore.errors import MemoryServiceError, StoreError
 from memcore.extraction.episodes import EpisodeResult
 from memcore.extraction.events import Event, build_query, cursor_of
-from memcore.model import Entry, Operation, UserKey, now_utc, utc
+from memcore.fields import now_utc, utc
+from memcore.model import Entry, Operation, UserKey
 from memcore.policy.apply import OpResult, apply_operations
 from memcore.ports import Extractor
 from memcore.search_model import SearchOptions

@@ -17,7 +17,7 @@ Each entry is an ``episode`` whose text is ``"Speaker: content"`` lines (``User`
 ``Assistant``, or the names passed in ``names``), whose ``event_time`` is the timestamp of its
 (first) event, whose ``provenance`` is the ids of the events it holds and whose ``source`` is
 ``user`` when a user message is part of it, else ``assistant``. Text longer than
-:data:`memcore.model.MAX_TEXT_BYTES` is split into several entries (at message boundaries
+:data:`memcore.fields.MAX_TEXT_BYTES` is split into several entries (at message boundaries
 first, then at whitespace), each with the provenance of the messages it holds.
 
 Apply its operations with the ``append_only`` policy: turns are kept verbatim, only exact
@@ -32,7 +32,8 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from memcore.extraction.events import Event, ExtractionResult
-from memcore.model import MAX_TEXT_BYTES, Entry, Kind, Memory, Operation, Source
+from memcore.fields import MAX_TEXT_BYTES
+from memcore.model import Entry, Kind, Memory, Operation, Source
 from memcore.vocabulary import DEFAULT_NAMES, GRANULARITIES, Granularity, PolicyName
 
 MAX_WINDOW = 16

@@ -18,8 +18,9 @@ import numpy as np
 import numpy.typing as npt
 
 from memcore.errors import MemoryServiceError, StoreError
+from memcore.fields import utc
 from memcore.ids import point_id
-from memcore.model import Entry, Kind, UserKey, utc
+from memcore.model import Entry, Kind, UserKey
 from memcore.search_model import TopicsMatch
 
 #: Payload fields with an index, and the index type each one gets.

@@ -43,7 +43,8 @@ import tantivy
 
 from memcore import telemetry
 from memcore.errors import StoreError
-from memcore.model import Entry, Kind, UserKey, utc
+from memcore.fields import utc
+from memcore.model import Entry, Kind, UserKey
 from memcore.search_model import TopicsMatch
 from memcore.text import CJK_RANGES
 

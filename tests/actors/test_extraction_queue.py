@@ -23,7 +23,8 @@ from memcore.errors import ValidationError
 from memcore.extraction.events import ExtractionResult
 from memcore.extraction.verbatim import VerbatimExtractor
 from memcore.extraction.wrapper import ExtractorWrapper
-from memcore.model import UserKey, now_utc
+from memcore.fields import now_utc
+from memcore.model import UserKey
 from memcore.service import MemoryService
 from testkit.scripted_llm import Reply, ScriptedLLM, messages_text, tool_call
 from tests.actors.conftest import MakeCore, done

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from memcore.errors import ValidationError
-from memcore.model import UserKey, now_utc
+from memcore.fields import now_utc
+from memcore.model import UserKey
 from testkit.scripted_llm import ScriptedLLM, messages_text, tool_call
 from tests.actors.conftest import MakeCore, done
 from tests.auto_memory import extractor_settings

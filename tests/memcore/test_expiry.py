@@ -10,7 +10,8 @@ from datetime import timedelta
 import pytest
 
 from memcore.errors import NotFoundError, ValidationError
-from memcore.model import MAX_TTL_S, UserKey
+from memcore.fields import MAX_TTL_S
+from memcore.model import UserKey
 from memcore.search_model import SearchOptions
 from memcore.service import MemoryService
 

@@ -114,7 +114,7 @@ def test_merge_leaves_other_entries_alone() -> None:
 
 
 def test_merge_respects_the_text_limit() -> None:
-    from memcore.model import MAX_TEXT_BYTES
+    from memcore.fields import MAX_TEXT_BYTES
 
     big = "x" * (MAX_TEXT_BYTES // 2)
     a = window("a", [1, 2], 0.9)

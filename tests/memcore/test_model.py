@@ -5,7 +5,8 @@ from datetime import UTC, datetime
 import pytest
 
 from memcore.errors import ValidationError
-from memcore.model import MAX_TEXT_BYTES, Entry, Kind, Memory, Operation, UserKey
+from memcore.fields import MAX_TEXT_BYTES
+from memcore.model import Entry, Kind, Memory, Operation, UserKey
 from memcore.search_model import SearchOptions
 from memcore.validation import make_key, validate
 

@@ -91,7 +91,8 @@ class _Recorded:
 def test_flush_timing_and_a_finished_data_job(tmp_path: object) -> None:
     from pathlib import Path
 
-    from memcore.model import Entry, now_utc
+    from memcore.fields import now_utc
+    from memcore.model import Entry
     from memcore.stores.qdrant_edge import QdrantEdgeStore
     from memcore.stores.tantivy_index import TantivyIndex
 

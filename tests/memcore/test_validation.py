@@ -8,7 +8,8 @@ import pytest
 from jobs.schema import RowError, parse_row
 from memcore.backup import BackupEntry
 from memcore.errors import ValidationError
-from memcore.model import MAX_ID_CHARS, Memory
+from memcore.fields import MAX_ID_CHARS
+from memcore.model import Memory
 from memcore.validation import check_session, error_of, first_error, make_key, validate
 
 BAD = ["", " a", "a ", "a/b", "x" * (MAX_ID_CHARS + 1), "tab\there", "nul\x00", "zero\u200bwidth",

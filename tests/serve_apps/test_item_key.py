@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from memclient import InvalidRequest, MemoryClient, NotFound
-from memcore.model import MAX_ITEM_KEY_CHARS
+from memcore.fields import MAX_ITEM_KEY_CHARS
 
 
 def test_same_key_replaces_the_item(make_server: Any) -> None:

@@ -8,7 +8,8 @@ import pytest
 
 from memcore.extraction.events import Event
 from memcore.extraction.verbatim import VerbatimExtractor, split_text
-from memcore.model import MAX_TEXT_BYTES, Kind, Source, UserKey
+from memcore.fields import MAX_TEXT_BYTES
+from memcore.model import Kind, Source, UserKey
 from memcore.policy.apply import apply_operations
 from memcore.service import MemoryService
 
