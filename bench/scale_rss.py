@@ -19,14 +19,14 @@ from bench.scale_probes import rss_mb
 
 
 def main(argv: list[str]) -> int:
+    import qdrant_edge  # noqa: F401  (the engines' own import cost is baseline, not the store's)
+    import tantivy  # noqa: F401
+
     from actors.archive import SqliteArchive
     from memcore import factory, layout
     from memcore.ids import shard_of
     from memcore.model import UserKey
     from memcore.settings import Settings
-
-    import qdrant_edge  # noqa: F401  (the engines' own import cost is baseline, not the store's)
-    import tantivy  # noqa: F401
 
     probe = json.loads(Path(argv[0]).read_text())
     store = argv[1]
