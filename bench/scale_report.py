@@ -33,10 +33,12 @@ def markdown(res: dict[str, Any]) -> str:
                      _pp(s["large"]["vector_given"]), _pp(s["large"]["end_to_end"]),
                      f"{t['single_vector_given_qps']:.0f} / {t['batched_vector_given_qps']:.0f}",
                      f"{t['single_end_to_end_qps']:.0f} / {t['batched_end_to_end_qps']:.0f}",
+                     f"{res['load'][n]['windows'][-1]['entries_per_s']:,.0f}",
                      f"{w['backfill']['entries_per_s']:,.0f}", f"{w['add_many']['entries_per_s']:,.0f}"])
     lines += md_table(["entries", "users", "largest user", "small: given", "small: e2e", "large: given",
-                       "large: e2e", "qps given (1 / batched)", "qps e2e (1 / batched)", "backfill entries/s",
-                       "add_many entries/s"], rows)
+                       "large: e2e", "qps given (1 / batched)", "qps e2e (1 / batched)",
+                       "backfill entries/s (load, last tenth)", "backfill entries/s (fresh batch)",
+                       "add_many entries/s (fresh batch)"], rows)
     lines += ["", "Memory and disk (bytes per stored entry; RSS of each store kind opened alone and warmed, "
               "in a child process) and restart (all shards, seconds):", ""]
     rows = []
@@ -44,12 +46,24 @@ def markdown(res: dict[str, Any]) -> str:
         rss = r.get("store_rss", {})
         d = r["disk_bytes_per_entry"]
         rs = r["restart"]
-        rows.append([f"{int(n):,}", *(f"{rss.get(k, {}).get('bytes_per_entry', '-')}" for k in STORE_NAMES),
+        per = [f"{rss[k]['bytes_per_entry']:,.0f}" if "bytes_per_entry" in rss.get(k, {}) else "-"
+               for k in STORE_NAMES]
+        rows.append([f"{int(n):,}", *per,
                      *(f"{d[k]:,.0f}" for k in STORE_NAMES), f"{r['rss_mb_process']:,.0f}",
                      f"{rs['open']['seconds_total']:.2f}", f"{rs['rebuild_keywords']['seconds_total']:.2f}"])
     lines += md_table(["entries", "RSS B/entry: vectors", "keywords", "archive", "disk B/entry: vectors",
                        "keywords", "archive", "process RSS MB", "restart: open s", "open + keyword rebuild s"],
                       rows)
+    if len(sizes) >= 2:
+        (n0, a), (n1, b) = list(sizes.items())[-2:]
+        grow = b["stored_entries"] - a["stored_entries"]
+        marg = {k: (b["store_rss"][k]["store_mb"] - a["store_rss"][k]["store_mb"]) * 2**20 / grow
+                for k in STORE_NAMES if "store_mb" in b.get("store_rss", {}).get(k, {})
+                and "store_mb" in a.get("store_rss", {}).get(k, {})}
+        disk = {k: (b["disk_bytes"][k] - a["disk_bytes"][k]) / grow for k in STORE_NAMES}
+        lines += ["", f"Marginal cost of an entry from {int(n0):,} to {int(n1):,} entries (bytes): RSS "
+                  + ", ".join(f"{k} {v:,.0f}" for k, v in marg.items()) + "; disk "
+                  + ", ".join(f"{k} {v:,.0f}" for k, v in disk.items()) + "."]
     return "\n".join(lines) + "\n"
 
 
