@@ -124,3 +124,19 @@ def plots(res: dict[str, Any], stem: Path) -> list[Path]:
     ax.set(title="shard restart", ylabel="seconds", yscale="log")
     finish(fig, [ax], "restart")
     return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m bench.scale_report bench/results/scale.json``: the markdown and PNGs again, from the JSON."""
+    import json
+    import sys
+
+    path = Path((argv if argv is not None else sys.argv[1:])[0])
+    res = json.loads(path.read_text())
+    plots(res, path.with_suffix(""))
+    path.with_suffix(".md").write_text(markdown(res))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
