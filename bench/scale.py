@@ -175,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
                 log(f"saved {args.out} ({n:,})")
         finally:
             shards.close()
-    plots(res, args.out.with_suffix(""))
+    plots([res], args.out.with_suffix(""))
     md = markdown(res)
     args.out.with_suffix(".md").write_text(md)
     print(md)

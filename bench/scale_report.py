@@ -67,18 +67,29 @@ def markdown(res: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plots(res: dict[str, Any], stem: Path) -> list[Path]:
-    """``<stem>_latency.png``, ``_throughput.png``, ``_memory.png``, ``_restart.png`` (entries on a log x)."""
+def plots(runs: list[dict[str, Any]], stem: Path) -> list[Path]:
+    """``<stem>_latency.png``, ``_throughput.png``, ``_memory.png``, ``_restart.png`` (entries on a log x).
+
+    The first run is drawn as lines; further runs (repeats) as hollow markers of the same colour.
+    """
     plt = plot_style()
-    sizes = [int(n) for n in res["sizes"]]
-    rs = list(res["sizes"].values())
     out: list[Path] = []
+
+    def line(ax: Any, get: Any, label: str, color: str, ls: str = "-") -> None:
+        for i, res in enumerate(runs):
+            sizes = [int(n) for n in res["sizes"]]
+            ys = [get(res, n, r) for n, r in res["sizes"].items()]
+            if i == 0:
+                ax.plot(sizes, ys, ls, marker="o", color=color, label=label)
+            else:
+                ax.plot(sizes, ys, "o", mfc="none", color=color, label=f"{label} (repeat)" if i == 1 and
+                        ls == "-" else None)
 
     def finish(fig: Any, axes: Any, name: str) -> None:
         for ax in axes:
             ax.set_xscale("log")
             ax.set_xlabel("entries (all shards)")
-            ax.legend(fontsize=7)
+            ax.legend(fontsize=6)
         fig.tight_layout()
         path = stem.with_name(f"{stem.name}_{name}.png")
         fig.savefig(path)
@@ -89,52 +100,54 @@ def plots(res: dict[str, Any], stem: Path) -> list[Path]:
     for ax, mode in zip(axes, ("vector_given", "end_to_end"), strict=True):
         for cls, color in (("small", "C0"), ("large", "C3")):
             for p, ls in (("p50", "-"), ("p99", ":")):
-                ax.plot(sizes, [r["search"][cls][mode][p] for r in rs], ls, marker="o", color=color,
-                        label=f"{cls} user {p}")
+                line(ax, lambda _res, _n, r, c=cls, m=mode, q=p: r["search"][c][m][q], f"{cls} user {p}", color, ls)
         ax.set(title=f"search latency ({mode.replace('_', ' ')})", ylabel="ms", yscale="log")
     finish(fig, axes, "latency")
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-    for key, label in (("single_vector_given_qps", "single, vector given"), ("batched_vector_given_qps",
-                       "batched, vector given"), ("single_end_to_end_qps", "single, e2e"),
-                       ("batched_end_to_end_qps", "batched, e2e")):
-        axes[0].plot(sizes, [r["throughput"][key] for r in rs], marker="o", label=label)
+    for i, (key, label) in enumerate((("single_vector_given_qps", "single, vector given"),
+                                      ("batched_vector_given_qps", "batched, vector given"),
+                                      ("single_end_to_end_qps", "single, e2e"),
+                                      ("batched_end_to_end_qps", "batched, e2e"))):
+        line(axes[0], lambda _res, _n, r, k=key: r["throughput"][k], label, f"C{i}")
     axes[0].set(title="search throughput", ylabel="queries/s")
-    for key in ("backfill", "add_many"):
-        axes[1].plot(sizes, [r["write"][key]["entries_per_s"] for r in rs], marker="o", label=f"{key} (fresh batch)")
+    line(axes[1], lambda res, n, _r: res["load"][n]["windows"][-1]["entries_per_s"],
+         "backfill (load, last tenth)", "C0")
+    for i, key in enumerate(("backfill", "add_many")):
+        line(axes[1], lambda _res, _n, r, k=key: r["write"][k]["entries_per_s"], f"{key} (fresh batch)", f"C{i + 1}")
     axes[1].set(title="write throughput into a store of that size", ylabel="entries/s")
     finish(fig, axes, "throughput")
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-    for k in STORE_NAMES:
-        axes[0].plot(sizes, [r.get("store_rss", {}).get(k, {}).get("bytes_per_entry") for r in rs], marker="o",
-                     label=k)
-        axes[1].plot(sizes, [r["disk_bytes_per_entry"][k] for r in rs], marker="o", label=k)
-    axes[0].plot(sizes, [r["rss_mb_process"] * 2**20 / r["stored_entries"] for r in rs], "k--", marker="o",
-                 label="whole process (incl. the bench's data)")
+    for i, k in enumerate(STORE_NAMES):
+        line(axes[0], lambda _res, _n, r, s=k: r.get("store_rss", {}).get(s, {}).get("bytes_per_entry"), k, f"C{i}")
+        line(axes[1], lambda _res, _n, r, s=k: r["disk_bytes_per_entry"][s], k, f"C{i}")
+    line(axes[0], lambda _res, _n, r: r["rss_mb_process"] * 2**20 / r["stored_entries"],
+         "whole process (incl. the bench's data)", "k", "--")
     axes[0].set(title="resident memory per entry", ylabel="bytes/entry", yscale="log")
     axes[1].set(title="disk per entry", ylabel="bytes/entry", yscale="log")
     finish(fig, axes, "memory")
 
     fig, axes = plt.subplots(1, 1, figsize=(5.5, 4), squeeze=False)
     ax = axes[0][0]
-    ax.plot(sizes, [r["restart"]["open"]["seconds_total"] for r in rs], marker="o", label="open (all shards)")
-    ax.plot(sizes, [r["restart"]["rebuild_keywords"]["seconds_total"] for r in rs], marker="o",
-            label="open, keyword index lost (rebuilt)")
+    line(ax, lambda _res, _n, r: r["restart"]["open"]["seconds_total"], "open (all shards)", "C0")
+    line(ax, lambda _res, _n, r: r["restart"]["rebuild_keywords"]["seconds_total"],
+         "open, keyword index lost (rebuilt)", "C1")
     ax.set(title="shard restart", ylabel="seconds", yscale="log")
     finish(fig, [ax], "restart")
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m bench.scale_report bench/results/scale.json``: the markdown and PNGs again, from the JSON."""
+    """``python -m bench.scale_report RUN.json [REPEAT.json ...]``: the first run's markdown again, and the PNGs
+    of all the runs (named after the first), from the JSON."""
     import json
     import sys
 
-    path = Path((argv if argv is not None else sys.argv[1:])[0])
-    res = json.loads(path.read_text())
-    plots(res, path.with_suffix(""))
-    path.with_suffix(".md").write_text(markdown(res))
+    paths = [Path(p) for p in (argv if argv is not None else sys.argv[1:])]
+    runs = [json.loads(p.read_text()) for p in paths]
+    plots(runs, paths[0].with_suffix(""))
+    paths[0].with_suffix(".md").write_text(markdown(runs[0]))
     return 0
 
 
