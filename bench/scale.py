@@ -12,8 +12,9 @@ real embeddings of the default embedder). Queries: LoCoMo questions, embedded by
 
 At each size: search p50/p99 (hybrid, default options; query vector given and end to end) for small users
 (at most the median size) and the largest users; queries/s single and batched; a fresh batch written by
-``backfill`` and by ``add_many``; RSS of each store kind (each opened alone in a child process) and disk
-bytes by store; shard restart (open; open with the keyword index lost, rebuilt from the vector store).
+``backfill`` and by ``add_many`` (calls of ``--probe-per-call`` entries, each to a random stored user); RSS
+of each store kind (each opened alone in a child process) and disk bytes by store; shard restart (open;
+open with the keyword index lost, rebuilt from the vector store).
 Results are saved after every size (a long run keeps what it measured).
 """
 
@@ -30,7 +31,7 @@ import numpy as np
 
 from bench.data import load_locomo
 from bench.report import load_average, machine_info, write_json
-from bench.scale_data import APP, backfill_calls, population, user_key
+from bench.scale_data import APP, backfill_calls, fresh_calls, population, user_key
 from bench.scale_probes import (
     Shards,
     disk_bytes,
@@ -95,9 +96,11 @@ def measure(shards: Shards, pop: Any, n: int, args: Any, q: tuple[list[str], np.
     r["throughput"] = throughput(shards, mixed, qtexts[:nq], qvecs[:nq], args.threads, args.embed_batch)
     log(f"{n:,} throughput {r['throughput']}")
     fresh = n + args.probe_batch
-    r["write"] = {"backfill": write_batch(shards, list(backfill_calls(pop, n, fresh, args.add_batch)), "backfill"),
-                  "add_many": write_batch(shards, list(backfill_calls(pop, fresh, fresh + args.probe_batch,
-                                                                      args.add_batch)), "add_many")}
+    per = args.probe_per_call
+    r["write"] = {"backfill": write_batch(shards, list(fresh_calls(pop, n, fresh, n, per, args.seed)), "backfill"),
+                  "add_many": write_batch(shards, list(fresh_calls(pop, fresh, fresh + args.probe_batch, n, per,
+                                                                   args.seed)), "add_many"),
+                  "per_call": per}
     log(f"{n:,} write {r['write']}")
     shards.commit()
     r["disk_bytes"] = disk_bytes(Path(shards.settings.data_dir))
@@ -132,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--embed-batch", type=int, default=32, help="queries per embedding call, batched e2e")
     ap.add_argument("--add-batch", type=int, default=256, help="most entries per backfill/add_many call")
     ap.add_argument("--probe-batch", type=int, default=2000, help="fresh entries written per size and method")
+    ap.add_argument("--probe-per-call", type=int, default=16,
+                    help="fresh entries per call, each call to a random user already stored")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--no-rss", action="store_true", help="skip the per-store RSS children")
     ap.add_argument("--data-dir", type=Path, default=None, help="keep the shards here (default: a temp dir)")
@@ -166,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         done = 0
         try:
             for n in sizes:
-                # the previous size's probes wrote entries up to done (its add_many batch has no archive rows)
+                # the previous size's probes wrote entries up to done, to users already stored
                 res.setdefault("load", {})[str(n)] = load_to(shards, pop, done, n, args.add_batch, log)
                 done = n + 2 * args.probe_batch
                 res["sizes"][str(n)] = measure(shards, pop, n, args, (qtexts, qvecs), tmp, log)

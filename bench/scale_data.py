@@ -113,3 +113,20 @@ def backfill_calls(pop: Population, lo: int, hi: int, batch: int) -> Iterator[tu
             mems.append(mem)
         yield user_key(u), list(sessions.items()), mems, pop.vectors(i, end)
         i = end
+
+
+def fresh_calls(pop: Population, lo: int, hi: int, n: int, per_call: int, seed: int
+                ) -> Iterator[tuple[Any, list, list, np.ndarray]]:
+    """``ShardCore.backfill`` arguments writing entries ``lo .. hi-1`` as new memories of users already in the
+    first ``n`` entries: ``per_call`` entries (a session's new turns) to a random such user per call."""
+    rng = np.random.default_rng((seed, lo))
+    users = pop.users_in(n)
+    for start in range(lo, hi, per_call):
+        u, end = int(rng.integers(users)), min(hi, start + per_call)
+        sid = f"fresh-{start:07d}"
+        turns = [pop.turns[int(pop.base[j])] for j in range(start, end)]
+        events = [{"id": f"f{j:07d}", "role": "user" if j % 2 == 0 else "assistant", "content": pop.texts[j],
+                   "timestamp": (t.when + timedelta(seconds=j - start)).isoformat()}
+                  for j, t in zip(range(start, end), turns, strict=True)]
+        mems = [{"text": pop.texts[j], "provenance": [f"f{j:07d}"]} for j in range(start, end)]
+        yield user_key(u), [(sid, events)], mems, pop.vectors(start, end)
