@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from bench.scale_data import Population, backfill_calls, population, user_key
+from bench.scale_data import Population, backfill_calls, fresh_calls, population, user_key
 from bench.scale_probes import Shards, disk_bytes, restart, search_latency, write_batch
 from memcore.settings import Settings
 
@@ -46,9 +46,15 @@ def test_backfill_fills_every_store_and_restart_rebuilds_the_keywords(
         assert archived == 500  # one archived turn per entry
         sizes = disk_bytes(settings.data_dir)
         assert sizes["vectors"] > 0 and sizes["keywords"] > 0 and sizes["archive"] > 0
+        fresh = list(fresh_calls(pop, 500, 540, 500, 16, 7))  # new memories of users already stored
+        stored_users = {user_key(int(u)) for u in pop.user_of[:500]}
+        assert [len(m) for _, _, m, _ in fresh] == [16, 16, 8] and {k for k, *_ in fresh} <= stored_users
+        write_batch(shards, fresh, "backfill")
+        assert sum(shards.entries()) == 540
+        assert sum(c.archive.query("SELECT count(*) FROM events")[0][0] for c in shards.cores) == 540
         r = restart(shards)
         assert r["open"]["rebuilt_docs"] == [None, None]
-        assert sum(r["rebuild_keywords"]["rebuilt_docs"]) == 500
+        assert sum(r["rebuild_keywords"]["rebuilt_docs"]) == 540
         q = [pop.texts[3], pop.texts[7]]
         lat = search_latency(shards, [user_key(int(pop.user_of[3]))], q, pop.vectors(3, 4).repeat(2, 0), 1)
         assert lat["vector_given"]["n"] == 2 and lat["mean_hits"] > 0
