@@ -103,3 +103,21 @@ def test_matches_is_strict() -> None:
     assert not matches({"a": 1.0}, {"a": 1})
     assert not matches({}, {"a": "x"})
     assert matches({"a": "x"}, None)
+
+
+def test_the_size_limit_counts_utf8_bytes_of_compact_json() -> None:
+    import json
+
+    from memcore.metadata import MetadataError, check_metadata
+
+    def size(m: dict[str, str]) -> int:
+        return len(json.dumps(m, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+
+    assert check_metadata(None) == {} and check_metadata({}) == {}
+    fits = {"k0": "é" * 1000, "k1": "é" * 1000, "k2": "é" * 30}  # "é" is 2 bytes in UTF-8, not escaped
+    over = {**fits, "k2": "é" * 40}
+    assert size(fits) <= MAX_JSON_BYTES < size(over)
+    assert check_metadata(fits) == fits
+    with pytest.raises(MetadataError) as err:
+        check_metadata(over)
+    assert err.value.field == "metadata"
