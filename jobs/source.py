@@ -79,7 +79,7 @@ def read(source: Source, cpus: float = 1.0) -> tuple[Any, bool]:
     fmt = source.fmt or ("parquet" if all(p.rstrip("/").endswith((".parquet", ".pq")) for p in source.paths)
                          else "jsonl")
     if fmt == "parquet":
-        return ray.data.read_parquet(source.paths, include_paths=True, ray_remote_args={"num_cpus": cpus}), False
+        return ray.data.read_parquet(source.paths, include_paths=True, num_cpus=cpus), False
     if fmt in ("jsonl", "json"):
         # lines, not read_json: one mistyped value must reject its row, not the whole file's block
         return ray.data.read_text(source.paths, include_paths=True, num_cpus=cpus), True
