@@ -7,7 +7,6 @@ works or says in one line what to run first."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import stat
 import subprocess
@@ -18,22 +17,11 @@ import pytest
 
 from cluster import deploy
 from tests.conftest import free_port
+from tests.memctl_cluster import fresh_env, memctl
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 WALKTHROUGH = re.compile(r"<!-- walkthrough:.*?-->(.*?)<!-- /walkthrough -->", re.S)
-
-
-def fresh_env(home: Path) -> dict[str, str]:
-    """The environment of a new user: an empty HOME, none of the suite's Ray or memctl variables."""
-    keep = {k: v for k, v in os.environ.items()
-            if not k.startswith(("RAY_", "MEMCTL_", "MEMCLUSTER_")) and k != "HOME"}
-    return {**keep, "HOME": str(home)}
-
-
-def memctl(*args: str, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(ROOT / ".venv" / "bin" / "memctl"), *args], env=env, capture_output=True, text=True,
-                          timeout=timeout, check=False, cwd=ROOT)
 
 
 def walkthrough_blocks() -> list[str]:

@@ -35,10 +35,12 @@ def answer(request: dict[str, Any]) -> str:
     return "Skip the peanut bars." if "peanuts" in messages_text(request, "system") else "Any snack is fine."
 
 
-async def test_runner_two_sessions_two_users(memcluster: Served) -> None:
+async def two_sessions(url: str, api_key: str | None = None) -> None:
+    """The SDK's Runner: session 1 stores a fact through the memory tools, session 2 (new) gets it back
+    in the preload block, a second user sees nothing of the first."""
     script = [[tool_call("memory_add", {"memory": FACT, "topics": ["health"]})], "Noted, no peanuts.",
               answer, answer]
-    async with AsyncMemoryClient(memcluster.url) as mc:
+    async with AsyncMemoryClient(url, api_key=api_key) as mc:
         with ScriptedLLM(script) as llm:
             model = AsyncOpenAI(base_url=llm.base_url, api_key="test", max_retries=0)
             said = await turn(mc, model, "scripted", "oa-app", "alice", "s1", "I'm allergic to peanuts.")
@@ -60,6 +62,10 @@ async def test_runner_two_sessions_two_users(memcluster: Served) -> None:
         hits = (await mc.recall("oa-app", "alice", "allergic peanuts", session="s2"))["hits"]
         assert any(h["session"] == "s1" and "peanuts" in h["content"] for h in hits)
         assert not any("peanut" in h["content"] for h in (await mc.recall("oa-app", "bob", "allergic peanuts"))["hits"])
+
+
+async def test_runner_two_sessions_two_users(memcluster: Served) -> None:
+    await two_sessions(memcluster.url)
 
 
 async def test_session_methods(memcluster: Served) -> None:

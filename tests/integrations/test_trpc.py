@@ -1,5 +1,6 @@
 """The trpc-agent-py adapter against a live memcluster: the framework's Runner (LlmAgent, OpenAIModel
-on the scripted OpenAI-compatible server, load_memory) over two sessions and two users; the memory
+on the scripted OpenAI-compatible server, load_memory) over two sessions and two users, on the server
+in a process and on the local Ray cluster (``memctl up``); the memory
 service's methods, the disabled case, the key mapping, the search_memory/save_memory tools, errors.
 
 trpc-agent-py 1.2.0 pins mcp<2, which cannot share an environment with the MCP server's mcp 2:
@@ -35,6 +36,7 @@ from memclient.integrations.trpc import (
 )
 from testkit.scripted_llm import ScriptedLLM, iter_tool_messages, messages_text, tool_call
 from tests.integrations.server_process import server_process
+from tests.memctl_cluster import memctl_cluster
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -52,15 +54,24 @@ def memcluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield url
 
 
+@pytest.fixture(scope="module")
+def local_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``memctl up`` with an empty HOME (the server's own environment, started from this one)."""
+    with memctl_cluster(tmp_path_factory.mktemp("trpc-cluster")) as url:
+        yield url
+
+
 def answer(request: dict[str, Any]) -> str:
     tool_text = " ".join(str(m.get("content")) for m in iter_tool_messages(request))
     return "Skip the peanut bars." if "peanuts" in tool_text else "Any snack is fine."
 
 
-async def test_runner_two_sessions_two_users(memcluster: str) -> None:
+async def two_sessions(url: str) -> None:
+    """Session 1 states a fact, session 2 (new) gets it back through load_memory, a second user sees
+    nothing of the first."""
     recall = [tool_call("load_memory", {"query": "snack allergy peanuts"})]
     script = ["Noted: no peanuts for you.", recall, answer, recall, answer]
-    async with AsyncMemoryClient(memcluster) as mc:
+    async with AsyncMemoryClient(url) as mc:
         with ScriptedLLM(script) as llm:
             model = OpenAIModel(model_name="scripted", base_url=llm.base_url, api_key="test")
             runner = build_runner(mc, model, "trpc-app", wait_s=20)
@@ -75,6 +86,16 @@ async def test_runner_two_sessions_two_users(memcluster: str) -> None:
         alice = [e.text for e in await mc.read("trpc-app", "alice")]
         assert any("allergic to peanuts" in t for t in alice)
         assert not any("peanuts" in e.text for e in await mc.read("trpc-app", "bob"))
+
+
+async def test_runner_two_sessions_two_users(memcluster: str) -> None:
+    await two_sessions(memcluster)
+
+
+async def test_runner_on_the_local_cluster(local_cluster: str) -> None:
+    """The same two sessions on memcluster's Ray cluster as ``memctl up`` runs it (Serve ingress, shard
+    actors, the packaged embedder, verbatim extraction)."""
+    await two_sessions(local_cluster)
 
 
 def _session(service_events: list[tuple[str, str]], app: str = "trpc-unit", user: str = "carol") -> Any:

@@ -1,0 +1,28 @@
+"""The Agents SDK Runner scenario of tests/integrations/test_openai_agents.py on the Ray cluster (Serve
+ingress, shard actors, an API key): session 1 stores a fact, session 2 (new) gets it back, a second
+user sees nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.integrations.test_openai_agents import two_sessions
+
+pytestmark = pytest.mark.ray
+
+
+@pytest.fixture(scope="module")
+def ray_memcluster(serve_port: int, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    from tests.serve_apps.ray_app import serve_memcluster
+
+    app, key, namespace, prefix = "oa-app", "oa-app-key-0123456789", "memcluster-oa-test", "/oa"
+    settings = {"data_dir": str(tmp_path_factory.mktemp("oa-ray")), "shards": 2, "namespace": namespace,
+                "embedder": {"kind": "hashing", "dim": 256}, "api_keys": {app: key}}
+    with serve_memcluster(serve_port, "memoa", prefix, settings) as base:
+        yield {"base": base, "key": key}
+
+
+async def test_two_sessions_on_the_ray_cluster(ray_memcluster: dict[str, str]) -> None:
+    await two_sessions(ray_memcluster["base"], ray_memcluster["key"])
