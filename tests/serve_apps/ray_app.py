@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -46,3 +47,14 @@ def serve_memcluster(serve_port: int, name: str, prefix: str, settings: dict[str
         serve.delete(name)
         for k in range(int(settings["shards"])):
             ray.kill(ray.get_actor(actor_name(k), namespace=settings["namespace"]))
+
+
+@contextmanager
+def keyed_memcluster(serve_port: int, data_dir: Path, app: str, tag: str) -> Iterator[dict[str, str]]:
+    """memcluster on the session's Serve for one app with an API key (2 shards, hashing embedder), at
+    ``/<tag>`` in namespace ``memcluster-<tag>-test``; yields ``{"base": url, "key": api key}``."""
+    key = f"{app}-key-0123456789"
+    settings = {"data_dir": str(data_dir), "shards": 2, "namespace": f"memcluster-{tag}-test",
+                "embedder": {"kind": "hashing", "dim": 256}, "api_keys": {app: key}}
+    with serve_memcluster(serve_port, f"mem{tag}", f"/{tag}", settings) as base:
+        yield {"base": base, "key": key}

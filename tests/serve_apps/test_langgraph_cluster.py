@@ -15,13 +15,10 @@ pytestmark = pytest.mark.ray
 
 @pytest.fixture(scope="module")
 def ray_memcluster(serve_port: int, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    from tests.serve_apps.ray_app import serve_memcluster
+    from tests.serve_apps.ray_app import keyed_memcluster
 
-    app, key, namespace, prefix = "lg-graph", "lg-graph-key-0123456789", "memcluster-lg-test", "/lg"
-    settings = {"data_dir": str(tmp_path_factory.mktemp("lg-ray")), "shards": 2, "namespace": namespace,
-                "embedder": {"kind": "hashing", "dim": 256}, "api_keys": {app: key}}
-    with serve_memcluster(serve_port, "memlg", prefix, settings) as base:
-        yield {"base": base, "key": key}
+    with keyed_memcluster(serve_port, tmp_path_factory.mktemp("lg-ray"), "lg-graph", "lg") as served:
+        yield served
 
 
 def test_two_sessions_on_the_ray_cluster(ray_memcluster: dict[str, str]) -> None:
