@@ -39,6 +39,21 @@ def key_of(u: int) -> Any:
     return UserKey(app=APP, user=f"user-{u:04d}")
 
 
+def dataset(embedder: Any, kind: str, entries: int, users: int, n_queries: int, seed: int,
+            ) -> tuple[list[dict[str, Any]], np.ndarray, np.ndarray, dict[str, Any], list[tuple[int, str]]]:
+    """The HTTP benchmarks' data: ``entries`` memories over ``users`` users, their vectors (cached per
+    embedder ``kind``) and the cache's metadata, and ``n_queries`` LoCoMo questions, each aimed at a user."""
+    texts, base = memory_texts(entries, seed)
+    mems, user_of = memory_dataset(texts, base, seed, users)
+    vecs, meta = embed_cached(f"http_{kind}", lambda m: memory_texts(m, seed)[0], entries, embedder.embed_passages)
+    _, questions = load_locomo()
+    rng = np.random.default_rng(seed)
+    owners = np.unique(user_of)
+    queries = [(int(rng.choice(owners)), questions[int(i)].text)
+               for i in rng.choice(len(questions), size=n_queries, replace=False)]
+    return mems, user_of, vecs, meta, queries
+
+
 def populate(settings: Any, embedder: Any, mems: list[dict[str, Any]], user_of: np.ndarray, vecs: np.ndarray) -> list:
     """Write every entry straight into its shard's stores; returns the open ShardCores."""
     from actors.shard import ShardCore
@@ -285,15 +300,8 @@ def main(argv: list[str] | None = None) -> int:
         overrides["embedder"] = {"kind": args.embedder}
     settings = Settings(**overrides)
     embedder = build_embedder(settings.embedder)
-    texts, base = memory_texts(args.entries, args.seed)
-    mems, user_of = memory_dataset(texts, base, args.seed, args.users)
-    vecs, meta = embed_cached(f"http_{settings.embedder.kind}", lambda m: memory_texts(m, args.seed)[0],
-                              args.entries, embedder.embed_passages)
-    _, questions = load_locomo()
-    rng = np.random.default_rng(args.seed)
-    users = np.unique(user_of)
-    queries = [(int(rng.choice(users)), questions[int(i)].text)
-               for i in rng.choice(len(questions), size=args.queries, replace=False)]
+    mems, user_of, vecs, meta, queries = dataset(embedder, settings.embedder.kind, args.entries, args.users,
+                                                 args.queries, args.seed)
     res: dict[str, Any] = {"machine": machine_info(), "config": {
         "entries": args.entries, "users": args.users, "shards": settings.shards, "queries": args.queries,
         "adds": args.adds, "embedder": embedder.name, "embed_passages_per_s": meta.get("passages_per_s")}}

@@ -20,8 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.data import embed_cached, load_locomo, memory_dataset, memory_texts
-from bench.http_api import populate, run_jobs, search_jobs
+from bench.http_api import dataset, populate, run_jobs, search_jobs
 from bench.report import RESULTS, machine_info, md_table, write_json
 from bench.serve_cluster import start_serve, stop_serve
 from bench.timing import percentiles
@@ -93,15 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     settings = Settings(data_dir=Path(tempfile.mkdtemp(prefix="memcluster-instr-bench-")), shards=4,
                         namespace="memcluster-bench")
     embedder = build_embedder(settings.embedder)
-    texts, base = memory_texts(args.entries, args.seed)
-    mems, user_of = memory_dataset(texts, base, args.seed, args.users)
-    vecs, _ = embed_cached(f"http_{settings.embedder.kind}", lambda m: memory_texts(m, args.seed)[0],
-                           args.entries, embedder.embed_passages)
-    _, questions = load_locomo()
-    rng = np.random.default_rng(args.seed)
-    users = np.unique(user_of)
-    queries = [(int(rng.choice(users)), questions[int(i)].text)
-               for i in rng.choice(len(questions), size=args.queries, replace=False)]
+    mems, user_of, vecs, _, queries = dataset(embedder, settings.embedder.kind, args.entries, args.users,
+                                              args.queries, args.seed)
     for core in populate(settings, embedder, mems, user_of, vecs):
         core.close()
     lat: dict[str, list[float]] = {"on": [], "off": []}

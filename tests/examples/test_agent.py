@@ -14,30 +14,25 @@ import pytest
 from examples.agent import AgentConfig, MemoryAgent, main
 from memclient import MemoryClient
 from testkit.scripted_llm import ScriptedLLM, iter_tool_messages, messages_text, tool_call
-from tests.live_server import LiveServer
+from tests.serve_apps.conftest import Served, serve_local
 
 APP, KEY = "agent-app", "agent-key"
 RULE = "The user never drinks coffee after 2pm."
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    from actors.backend import LocalShardBackend
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     from memcore.settings import Settings
     from memcore.stores.embedders import HashingEmbedder
-    from serve_apps.http_app import attach, create_app
 
-    settings = Settings(data_dir=tmp_path_factory.mktemp("agent"), shards=2, api_keys={APP: KEY})
-    backend = LocalShardBackend(settings, embedder=HashingEmbedder(dim=256))
-    app = create_app()
-    attach(app, backend, settings)
-    with LiveServer(app) as live:
-        yield live
-    backend.close()
+    data = tmp_path_factory.mktemp("agent")
+    with serve_local(data, HashingEmbedder(dim=256), settings=Settings(data_dir=data, shards=2,
+                                                                       api_keys={APP: KEY})) as served:
+        yield served
 
 
 @pytest.fixture
-def memory(server: LiveServer) -> Iterator[MemoryClient]:
+def memory(server: Served) -> Iterator[MemoryClient]:
     with MemoryClient(server.url, api_key=KEY) as mc:
         yield mc
 
@@ -135,7 +130,7 @@ def test_tool_rounds_are_bounded(memory: MemoryClient) -> None:
         assert [bool(r.get("tools")) for r in llm.requests] == [True, True, False]  # the last round offers none
 
 
-def test_main_reads_the_environment(server: LiveServer, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_main_reads_the_environment(server: Served, monkeypatch: pytest.MonkeyPatch) -> None:
     out: list[str] = []
     with ScriptedLLM(["Hello Dave."]) as llm:
         monkeypatch.setenv("OPENAI_BASE_URL", llm.base_url)

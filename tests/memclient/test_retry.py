@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from memclient import AsyncMemoryClient, MemclientError, MemoryClient, NotFound, Retry, Unavailable, Unreachable
-from tests.live_server import LiveServer
+from tests.serve_apps.conftest import serve_local
 
 APP, KEY = "app-r", "key-r"
 ENTRY = {"id": "m1", "app": APP, "user": "u", "text": "x", "topics": [], "kind": "fact", "event_time": None,
@@ -184,16 +184,12 @@ class _DropHandler(socketserver.BaseRequestHandler):
 
 @pytest.fixture(scope="module")
 def proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[_DropProxy]:
-    from actors.backend import LocalShardBackend
     from memcore.settings import Settings
     from memcore.stores.embedders import HashingEmbedder
-    from serve_apps.http_app import attach, create_app
 
-    settings = Settings(data_dir=tmp_path_factory.mktemp("retry"), shards=1, api_keys={APP: KEY})
-    backend = LocalShardBackend(settings, embedder=HashingEmbedder(dim=64))
-    app = create_app()
-    attach(app, backend, settings)
-    with LiveServer(app) as live:
+    data = tmp_path_factory.mktemp("retry")
+    settings = Settings(data_dir=data, shards=1, api_keys={APP: KEY})
+    with serve_local(data, HashingEmbedder(dim=64), settings=settings) as live:
         px = _DropProxy(live.url)
         thread = threading.Thread(target=px.serve_forever, daemon=True)
         thread.start()
@@ -203,7 +199,6 @@ def proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[_DropProxy]:
             px.shutdown()
             px.server_close()
             px.upstream.close()
-    backend.close()
 
 
 def test_an_add_whose_answer_is_lost_is_retried_and_stored_once(proxy: _DropProxy) -> None:
