@@ -13,17 +13,15 @@
 - bulk writes of the backfill job (``backfill``: archive + entries with precomputed vectors +
   session cursors, in the user's FIFO) and the generations of re-extraction
   (:mod:`actors.generations`): the service it serves from is swapped in one step while
-  every write is held at the writes gate (``_freeze``).
+  every write is held at the writes gate (:class:`actors.write_gate.WriteGate`).
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -40,6 +38,7 @@ from actors.sequence import SEQ_FILE, SeqCounter
 from actors.shard_backfill import write_backfill
 from actors.shard_erasure import ErasingTools, ShardErasure
 from actors.shard_telemetry import shard_started, spanned, timed_write, traced_call
+from actors.write_gate import WriteGate
 from memcore import factory, layout, preload, tools
 from memcore.errors import NotFoundError, PermissionDeniedError, ValidationError
 from memcore.extraction.events import parse_events
@@ -84,11 +83,10 @@ class ShardCore:
         generation = factory.current_generation(settings, shard)
         self.current = CurrentService(factory.build_service(settings, shard, embedder, generation=generation))
         self._dirty = layout.shard_dir(settings, shard) / "keywords.dirty"
-        self._writers = 0
-        self._frozen = False
-        self._gate = threading.Condition()
         self._seq = SeqCounter(layout.shard_dir(settings, shard) / SEQ_FILE)
         self._queues = UserQueues(self._seq.next)
+        self._gate = WriteGate(self._queues, self._dirty)
+        self._writing, self._freeze = self._gate.writing, self._gate.frozen
         t0 = time.perf_counter()
         self.rebuilt = self._recover()
         self.archive = SqliteArchive(layout.shard_dir(settings, shard) / "archive.sqlite3")
@@ -145,42 +143,6 @@ class ShardCore:
         self.service.keywords.close()
 
     # --------------------------------------------------------------- writes
-    @contextmanager
-    def _writing(self, key: UserKey) -> Iterator[int]:
-        """The user's write turn, then the writes gate (closed while a generation switch runs),
-        with the keyword index marked dirty while any write is under way."""
-        with self._queues.turn(key) as seq:
-            with self._gate:
-                while self._frozen:
-                    self._gate.wait()
-                self._writers += 1
-                if self._writers == 1:
-                    self._dirty.touch()
-            try:
-                yield seq
-            finally:
-                with self._gate:
-                    self._writers -= 1
-                    if self._writers == 0:
-                        self._dirty.unlink(missing_ok=True)
-                        self._gate.notify_all()
-
-    @contextmanager
-    def _freeze(self) -> Iterator[None]:
-        """Close the writes gate and wait until no write is under way (writes in line keep their places)."""
-        with self._gate:
-            while self._frozen:
-                self._gate.wait()
-            self._frozen = True
-            while self._writers:
-                self._gate.wait()
-        try:
-            yield
-        finally:
-            with self._gate:
-                self._frozen = False
-                self._gate.notify_all()
-
     @property
     def service(self) -> MemoryService:
         """The service this shard serves from now (:class:`actors.current.CurrentService`)."""

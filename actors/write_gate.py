@@ -1,0 +1,58 @@
+"""The shard's writes gate: every write takes its user's turn (:class:`actors.queues.UserQueues`),
+then passes the gate, which a generation switch closes (:meth:`WriteGate.frozen`) until no write is
+under way; while any write is, the keyword-index dirty mark exists (a shard that dies mid-write
+rebuilds its keyword index on start)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from actors.queues import UserQueues
+from memcore.model import UserKey
+
+
+class WriteGate:
+    def __init__(self, queues: UserQueues, dirty: Path) -> None:
+        self._queues, self._dirty = queues, dirty
+        self._writers = 0
+        self._frozen = False
+        self._cond = threading.Condition()
+
+    @contextmanager
+    def writing(self, key: UserKey) -> Iterator[int]:
+        """The user's write turn (its FIFO position), then the gate, with the dirty mark while any
+        write is under way."""
+        with self._queues.turn(key) as seq:
+            with self._cond:
+                while self._frozen:
+                    self._cond.wait()
+                self._writers += 1
+                if self._writers == 1:
+                    self._dirty.touch()
+            try:
+                yield seq
+            finally:
+                with self._cond:
+                    self._writers -= 1
+                    if self._writers == 0:
+                        self._dirty.unlink(missing_ok=True)
+                        self._cond.notify_all()
+
+    @contextmanager
+    def frozen(self) -> Iterator[None]:
+        """Close the gate and wait until no write is under way (writes in line keep their places)."""
+        with self._cond:
+            while self._frozen:
+                self._cond.wait()
+            self._frozen = True
+            while self._writers:
+                self._cond.wait()
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._frozen = False
+                self._cond.notify_all()
