@@ -127,7 +127,7 @@ def run_one(name: str, rows: list[dict[str, Any]], args: argparse.Namespace, wor
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m bench.backfill", description=__doc__.split("\n")[0])
     p.add_argument("--data", type=Path, default=LOCOMO)
     p.add_argument("--only", choices=["locomo", "synthetic10x"], default=None)
     p.add_argument("--copies", type=int, default=10)

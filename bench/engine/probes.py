@@ -162,7 +162,8 @@ def threads_probe(texts: list[str], block: int = 25) -> dict[str, Any]:
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--wal-child":
         wal_probe()
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog="python -m bench.engine.probes", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--entries", type=int, default=100_000)
     ap.add_argument("--add-entries", type=int, default=10_000, help="store size for the add probe")
     ap.add_argument("--adds", type=int, default=100)

@@ -171,7 +171,8 @@ def add_single(svc: Any, texts: list[str], vecs: np.ndarray, users: int, seed: i
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog="python -m bench.engine", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     ap.add_argument("--users", type=int, default=1000)
     ap.add_argument("--queries", type=int, default=300, help="timed queries per mode, after --warmup untimed ones")

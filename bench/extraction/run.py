@@ -157,7 +157,8 @@ def run_scenario(kind: str, *, jobs: int, delay_ms: float, data_dir: Path, embed
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(prog="python -m bench.extraction", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, default=40)
     parser.add_argument("--delay-ms", type=float, default=50.0)
     parser.add_argument("--embedder", choices=["minilm", "hashing"], default="minilm")

@@ -124,7 +124,7 @@ def breakdown(base: str, settings: Any, queries: list[tuple[int, str]]) -> dict[
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m bench.http_api", description=__doc__)
     p.add_argument("--entries", type=int, default=100_000)
     p.add_argument("--users", type=int, default=1000)
     p.add_argument("--queries", type=int, default=300)

@@ -54,7 +54,7 @@ def delta_interval(on: list[float], off: list[float], *, n: int = 2000, seed: in
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m bench.instrumentation", description=__doc__)
     p.add_argument("--entries", type=int, default=5000)
     p.add_argument("--users", type=int, default=200)
     p.add_argument("--queries", type=int, default=300)

@@ -209,7 +209,8 @@ async def drive(base: str, work: Workload, args: argparse.Namespace, sampler: Me
 
 # ----------------------------------------------------------------------------- report
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(prog="python -m bench.load", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--entries", type=int, default=20_000)
     p.add_argument("--users", type=int, default=200)
     p.add_argument("--shards", type=int, default=4)

@@ -180,7 +180,8 @@ def pick_best(results: dict[str, dict[str, Any]], budget: float | None = None) -
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog="python -m bench.retrieval", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, default=LOCOMO, help="a LoCoMo-format JSON file")
     ap.add_argument("--out", type=Path, default=None, help="RESULT.json (default config + every config)")
     ap.add_argument("--configs", default="", help="comma-separated names, or 'all' (default: every configuration "

@@ -37,7 +37,8 @@ def measure(shards: Shards, big: int, small: list[Any], qt: list[str], qv: np.nd
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog="python -m bench.scale.hnsw", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--population", type=int, default=1_000_000)
     ap.add_argument("--others", type=int, default=20_000)
     ap.add_argument("--queries", type=int, default=150)

@@ -116,7 +116,8 @@ def measure(shards: Shards, pop: Any, n: int, args: Any, q: tuple[list[str], np.
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog="python -m bench.scale", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
     ap.add_argument("--queries", type=int, default=200, help="timed queries per mode and user class")
     ap.add_argument("--warmup", type=int, default=10)

@@ -24,7 +24,8 @@ from bench.scale.probes import Shards, write_batch
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog="python -m bench.scale.writes", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--big", type=int, default=250_000)
     ap.add_argument("--small", type=int, default=2_500)
     ap.add_argument("--rounds", type=int, default=6)
