@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.backfill.report import GOAL, report
+from bench.harness.cli import parser
 from bench.harness.local_ray import start_ray
 from bench.harness.locomo import LOCOMO
 from bench.harness.memory import PeakMemory
@@ -127,7 +128,7 @@ def run_one(name: str, rows: list[dict[str, Any]], args: argparse.Namespace, wor
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.backfill", description=__doc__.split("\n")[0])
+    p = parser(__name__, __doc__.split("\n")[0])
     p.add_argument("--data", type=Path, default=LOCOMO)
     p.add_argument("--only", choices=["locomo", "synthetic10x"], default=None)
     p.add_argument("--copies", type=int, default=10)

@@ -15,7 +15,6 @@ the load average is recorded with each probe.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import signal
@@ -28,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from bench.engine.run import user_key
+from bench.harness.cli import parser
 from bench.harness.datasets import embed_cached, memory_dataset, memory_texts
 from bench.harness.locomo import load_locomo
 from bench.harness.report import ROOT, load_average, machine_info, write_json
@@ -162,8 +162,7 @@ def threads_probe(texts: list[str], block: int = 25) -> dict[str, Any]:
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--wal-child":
         wal_probe()
-    ap = argparse.ArgumentParser(prog="python -m bench.engine.probes", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = parser("bench.engine.probes", __doc__)
     ap.add_argument("--entries", type=int, default=100_000)
     ap.add_argument("--add-entries", type=int, default=10_000, help="store size for the add probe")
     ap.add_argument("--adds", type=int, default=100)

@@ -18,7 +18,6 @@ force, NOT a Qdrant server), capped by --client-max-size / --client-queries beca
 
 from __future__ import annotations
 
-import argparse
 import sys
 import tempfile
 import time
@@ -30,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from bench.engine.report import MODES, POOL_NOTE, evaluate, markdown, plot, pp
+from bench.harness.cli import parser
 from bench.harness.datasets import embed_cached, memory_dataset, memory_texts
 from bench.harness.locomo import load_locomo
 from bench.harness.report import load_average, machine_info, write_json
@@ -171,8 +171,7 @@ def add_single(svc: Any, texts: list[str], vecs: np.ndarray, users: int, seed: i
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.engine", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = parser(__name__, __doc__)
     ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     ap.add_argument("--users", type=int, default=1000)
     ap.add_argument("--queries", type=int, default=300, help="timed queries per mode, after --warmup untimed ones")

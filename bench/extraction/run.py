@@ -24,7 +24,6 @@ counted (``jobs_without_new_entry``) and left out of the latencies.
 
 from __future__ import annotations
 
-import argparse
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -33,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.extraction.report import plot, write_markdown
+from bench.harness.cli import parser
 from bench.harness.locomo import load_locomo
 from bench.harness.report import RESULTS, machine_info, write_json
 from bench.harness.timing import Stopwatch, instrumented, percentiles
@@ -157,14 +157,13 @@ def run_scenario(kind: str, *, jobs: int, delay_ms: float, data_dir: Path, embed
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.extraction", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--jobs", type=int, default=40)
-    parser.add_argument("--delay-ms", type=float, default=50.0)
-    parser.add_argument("--embedder", choices=["minilm", "hashing"], default="minilm")
-    parser.add_argument("--storage", nargs="+", choices=["disk", "tmpfs"], default=["disk", "tmpfs"])
-    parser.add_argument("--out", type=Path, default=RESULTS / "extraction.json")
-    args = parser.parse_args(argv)
+    ap = parser(__name__, __doc__)
+    ap.add_argument("--jobs", type=int, default=40)
+    ap.add_argument("--delay-ms", type=float, default=50.0)
+    ap.add_argument("--embedder", choices=["minilm", "hashing"], default="minilm")
+    ap.add_argument("--storage", nargs="+", choices=["disk", "tmpfs"], default=["disk", "tmpfs"])
+    ap.add_argument("--out", type=Path, default=RESULTS / "extraction.json")
+    args = ap.parse_args(argv)
 
     from memcore.factory import build_embedder
     from memcore.settings import EmbedderSettings

@@ -9,5 +9,6 @@
 - :mod:`bench.harness.served`: the data, request paths and request loop of the benchmarks that run
   against a Serve deployment;
 - :mod:`bench.harness.local_ray`: the one Ray start of the benchmarks, the Serve app and its readiness wait;
-- :mod:`bench.harness.memory`: memory of this process and of the Ray processes it started (/proc).
+- :mod:`bench.harness.memory`: memory of this process and of the Ray processes it started (/proc);
+- :mod:`bench.harness.cli`: a benchmark's argument parser (``python -m <package>`` as its name).
 """

@@ -17,13 +17,13 @@ request loop (:mod:`bench.harness.served`).
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from bench.harness.cli import parser
 from bench.harness.local_ray import start_serve, stop_serve
 from bench.harness.report import RESULTS, machine_info, write_json
 from bench.harness.served import (
@@ -124,7 +124,7 @@ def breakdown(base: str, settings: Any, queries: list[tuple[int, str]]) -> dict[
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.http_api", description=__doc__)
+    p = parser(__name__, __doc__)
     p.add_argument("--entries", type=int, default=100_000)
     p.add_argument("--users", type=int, default=1000)
     p.add_argument("--queries", type=int, default=300)

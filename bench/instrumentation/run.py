@@ -12,7 +12,6 @@ Writes bench/results/instrumentation.json and .md.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import os
 import tempfile
@@ -21,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from bench.harness.cli import parser
 from bench.harness.local_ray import start_serve, stop_serve
 from bench.harness.report import RESULTS, machine_info, write_json
 from bench.harness.served import aimed_questions, populate, run_jobs, search_jobs, served_data
@@ -54,7 +54,7 @@ def delta_interval(on: list[float], off: list[float], *, n: int = 2000, seed: in
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.instrumentation", description=__doc__)
+    p = parser(__name__, __doc__)
     p.add_argument("--entries", type=int, default=5000)
     p.add_argument("--users", type=int, default=200)
     p.add_argument("--queries", type=int, default=300)

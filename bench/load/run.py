@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from bench.harness.cli import parser
 from bench.harness.local_ray import start_serve, stop_serve
 from bench.harness.locomo import load_locomo
 from bench.harness.memory import MemorySampler, memory_trend
@@ -209,8 +210,7 @@ async def drive(base: str, work: Workload, args: argparse.Namespace, sampler: Me
 
 # ----------------------------------------------------------------------------- report
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.load", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = parser(__name__, __doc__)
     p.add_argument("--entries", type=int, default=20_000)
     p.add_argument("--users", type=int, default=200)
     p.add_argument("--shards", type=int, default=4)

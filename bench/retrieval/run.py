@@ -35,12 +35,12 @@ Nothing reads the QA answers; evidence is used only to score.
 
 from __future__ import annotations
 
-import argparse
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bench.harness.cli import parser
 from bench.harness.locomo import LOCOMO, Conversation, load, turn_ids
 from bench.harness.report import RESULTS, load_average, machine_info, write_json
 from bench.harness.timing import percentiles
@@ -180,8 +180,7 @@ def pick_best(results: dict[str, dict[str, Any]], budget: float | None = None) -
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.retrieval", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = parser(__name__, __doc__)
     ap.add_argument("--data", type=Path, default=LOCOMO, help="a LoCoMo-format JSON file")
     ap.add_argument("--out", type=Path, default=None, help="RESULT.json (default config + every config)")
     ap.add_argument("--configs", default="", help="comma-separated names, or 'all' (default: every configuration "

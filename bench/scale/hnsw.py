@@ -12,7 +12,6 @@ Writes ``bench/results/scale_hnsw.json``.
 
 from __future__ import annotations
 
-import argparse
 import tempfile
 import time
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from bench.engine.run import breakdown
+from bench.harness.cli import parser
 from bench.harness.locomo import load_locomo
 from bench.harness.memory import rss_mb
 from bench.harness.report import load_average, machine_info, write_json
@@ -37,8 +37,7 @@ def measure(shards: Shards, big: int, small: list[Any], qt: list[str], qv: np.nd
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.scale.hnsw", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = parser("bench.scale.hnsw", __doc__)
     ap.add_argument("--population", type=int, default=1_000_000)
     ap.add_argument("--others", type=int, default=20_000)
     ap.add_argument("--queries", type=int, default=150)

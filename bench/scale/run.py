@@ -20,7 +20,6 @@ Results are saved after every size (a long run keeps what it measured).
 
 from __future__ import annotations
 
-import argparse
 import sys
 import tempfile
 import time
@@ -29,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from bench.harness.cli import parser
 from bench.harness.locomo import load_locomo
 from bench.harness.memory import peak_rss_mb, rss_mb
 from bench.harness.report import load_average, machine_info, write_json
@@ -116,8 +116,7 @@ def measure(shards: Shards, pop: Any, n: int, args: Any, q: tuple[list[str], np.
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.scale", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = parser(__name__, __doc__)
     ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
     ap.add_argument("--queries", type=int, default=200, help="timed queries per mode and user class")
     ap.add_argument("--warmup", type=int, default=10)

@@ -11,21 +11,20 @@ same machine load. Writes ``bench/results/scale_writes.json``.
 
 from __future__ import annotations
 
-import argparse
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from bench.harness.cli import parser
 from bench.harness.report import load_average, machine_info, write_json
 from bench.scale.population import backfill_calls, fresh_calls, population
 from bench.scale.probes import Shards, write_batch
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.scale.writes", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = parser("bench.scale.writes", __doc__)
     ap.add_argument("--big", type=int, default=250_000)
     ap.add_argument("--small", type=int, default=2_500)
     ap.add_argument("--rounds", type=int, default=6)
