@@ -2,7 +2,7 @@
 
     python -m bench locomo --data locomo10.json --out RESULT.json [--limit N] [--configs A,B] [--via backfill]
 
-Runs :mod:`bench.retrieval` with ``--via backfill`` (the default here): the file goes through
+Runs :mod:`bench.retrieval.run` with ``--via backfill`` (the default here): the file goes through
 :mod:`jobs.locomo` and the real backfill job into fresh shard actors of a private namespace (Ray
 is started locally unless this process is already connected), then one search per question.
 RESULT.json holds ``overall``, ``by_category``, ``latency_ms`` and ``config`` of the default
@@ -16,7 +16,7 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench import retrieval
+from bench.retrieval import configs, run
 
 
 def parser() -> argparse.ArgumentParser:
@@ -26,8 +26,8 @@ def parser() -> argparse.ArgumentParser:
     loc.add_argument("--data", required=True, type=Path, help="a LoCoMo-format JSON file (e.g. locomo10.json)")
     loc.add_argument("--out", required=True, type=Path, help="where RESULT.json goes")
     loc.add_argument("--limit", type=int, default=None, help="the first N conversations only")
-    loc.add_argument("--configs", default=retrieval.DEFAULT,
-                     help="configurations of bench/retrieval.py (default: the engine's)")
+    loc.add_argument("--configs", default=configs.DEFAULT,
+                     help="configurations of bench/retrieval/configs.py (default: the engine's)")
     loc.add_argument("--via", choices=("backfill", "inprocess"), default="backfill",
                      help="ingest through the backfill job (default) or a MemoryService in this process")
     loc.add_argument("--results", type=Path, default=None, help="also write retrieval.json/.md/.png into this folder")
@@ -37,7 +37,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def locomo_argv(args: argparse.Namespace) -> list[str]:
-    """The :func:`bench.retrieval.main` arguments of ``python -m bench locomo``."""
+    """The :func:`bench.retrieval.run.main` arguments of ``python -m bench locomo``."""
     argv = ["--data", str(args.data), "--out", str(args.out), "--via", args.via, "--configs", args.configs]
     if args.limit is not None:
         argv += ["--limit", str(args.limit)]
@@ -50,7 +50,7 @@ def locomo_argv(args: argparse.Namespace) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    return retrieval.main(locomo_argv(args))
+    return run.main(locomo_argv(args))
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """LoCoMo-format files → backfill archive rows (``memctl backfill --locomo FILE --app APP``).
 
-LoCoMo-10 is CC BY-NC 4.0: evaluation use only. The mapping is the one of issue 5 and of
-``bench/locomo.py`` (which builds on :func:`parse_sample` and also parses the QA):
+LoCoMo-10 is CC BY-NC 4.0: evaluation use only. The mapping is the one of issue 5; the benchmarks
+read LoCoMo through :func:`parse_sample` too (``bench/harness/locomo.py``, which adds the QA):
 
 - each conversation (``sample_id``, else ``conv-<index>``) is one user;
 - speaker A is the ``user`` role, speaker B (and any other name) the ``assistant`` role; the

@@ -147,7 +147,7 @@ class Embedder(Protocol):
 class Extractor(Protocol):
     """Turns a conversation delta plus existing entries into proposed operations.
 
-    ``delta`` holds user/assistant text events only (see :func:`memcore.extraction.events.delta`);
+    ``delta`` holds user/assistant text events only (see :func:`memcore.extraction.events.extractable`);
     ``now`` resolves relative times. Rejected model output is reported in the result, never
     raised; a failed model call raises :class:`memcore.errors.ExtractorError`.
     Implementations: :class:`memcore.extraction.llm.LLMExtractor`,

@@ -5,7 +5,7 @@ naming the field; an unexpected backend failure becomes :class:`memcore.errors.S
   FastAPI's ``RequestValidationError.errors()``) to a message and a dotted field;
 - :func:`validate`: ``data`` as a model, or a ValidationError naming the first bad field;
 - :func:`make_key`, :func:`check_session`: the scope and the session id, checked by the
-  identifier types of :mod:`memcore.model`;
+  identifier rule of :mod:`memcore.fields` (through the models of :mod:`memcore.model`);
 - :func:`store_errors`: a context that turns backend exceptions into StoreError (HTTP 503).
 """
 
@@ -59,7 +59,7 @@ def make_key(app: str, user: str) -> UserKey:
 
 
 def check_session(session: Any) -> str:
-    """A session id (the identifier rule of :mod:`memcore.model`); raises naming ``session``."""
+    """A session id (the identifier rule of :mod:`memcore.fields`); raises naming ``session``."""
     return validate(SessionRef, {"session": session}).session
 
 

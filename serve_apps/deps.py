@@ -1,7 +1,7 @@
 """What the route modules share: path parameters, the documented error responses, the attached
 backend and settings, the typed shard client, JSON and header helpers. Public names only; the
 route modules (:mod:`serve_apps.http_app`, :mod:`serve_apps.http_ingest`,
-:mod:`serve_apps.http_backup`) import from here and never from each other.
+:mod:`serve_apps.http_backup`, :mod:`serve_apps.http_erasure`) import from here and never from each other.
 """
 
 from __future__ import annotations

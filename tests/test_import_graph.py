@@ -3,7 +3,7 @@ name imported across modules.
 
 Every module of the repository is parsed with :mod:`ast`; every ``import`` counts, wherever it is
 (module level, inside a function — a lazy import — or under ``if TYPE_CHECKING:``). Allowed edges
-between top-level packages (README, "Architecture"; the integrations are tested from ``tests``)::
+between top-level packages (README, "How it is built"; the integrations are tested from ``tests``)::
 
     memcore ← actors ← serve_apps, jobs ← cluster → memclient (memctl mcp)   memclient: standalone
     examples → memclient    testkit: standalone          bench, tests → anything; nothing → them

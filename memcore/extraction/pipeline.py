@@ -96,7 +96,7 @@ def run_extraction(
     now: datetime | None = None,
     write_turn: Callable[[], MemoryService] | None = None,
 ) -> ExtractionReport:
-    """Extract ``events_delta`` (see :func:`memcore.extraction.events.delta`) and apply the result.
+    """Extract ``events_delta`` (see :func:`memcore.extraction.events.extractable`) and apply the result.
 
     ``write_turn``, when given, is called once, just before operations are applied (never when
     there are none): it takes the caller's write turn and returns the service to write into

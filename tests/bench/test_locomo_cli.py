@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import bench.__main__ as bench_cli
-from bench.retrieval import DEFAULT
+from bench.retrieval.configs import DEFAULT
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "locomo" / "locomo10.json"
 pytestmark = [pytest.mark.ray, pytest.mark.skipif(not DATA.exists(), reason="LoCoMo-10 is not in ../shared/data")]

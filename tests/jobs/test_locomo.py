@@ -44,13 +44,14 @@ def test_converter_maps_speakers_dia_ids_and_times(tiny: Path) -> None:
 
 @needs_data
 def test_converter_agrees_with_the_benchmark_loader(tiny: Path) -> None:
-    import sys
+    """The retrieval benchmark extracts in process exactly the events the backfill job archives."""
+    from bench.harness.locomo import events, load
+    from memcore.extraction.events import Event
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    bench_locomo = pytest.importorskip("bench.locomo")
-    theirs = [r for r in bench_locomo.to_records(bench_locomo.load(tiny), app="locomo") if r["events"]]
-    ours = [{k: v for k, v in r.items() if k != "names"} for r in locomo.rows(tiny)]
-    assert ours == theirs
+    theirs = [(c.user, s.key, c.names, events(s)) for c in load(tiny) for s in c.sessions if s.turns]
+    ours = [(r["user"], r["session"], r["names"], [Event.model_validate(e) for e in r["events"]])
+            for r in locomo.rows(tiny)]
+    assert ours == theirs and len(ours) == 2
 
 
 @needs_data
