@@ -6,6 +6,7 @@ works or says in one line what to run first."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import stat
@@ -17,10 +18,11 @@ import pytest
 
 from cluster import deploy
 from tests.conftest import free_port
-from tests.memctl_cluster import fresh_env, memctl
+from tests.memctl_cluster import fresh_env, memctl, one_line
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
+DEPLOYMENT = ROOT / "docs" / "deployment.md"
 WALKTHROUGH = re.compile(r"<!-- walkthrough:.*?-->(.*?)<!-- /walkthrough -->", re.S)
 
 
@@ -38,11 +40,18 @@ def test_readme_walkthrough_is_what_the_test_runs() -> None:
     assert '"id"' not in blocks[1] and "timestamp" not in blocks[1]  # a plain chat history
 
 
-def one_line(proc: subprocess.CompletedProcess[str]) -> str:
-    lines = [line for line in (proc.stdout + proc.stderr).splitlines() if line.strip()
-             and "network_util.cc" not in line]  # Ray's own warning inside a network namespace
-    assert len(lines) == 1, proc.stdout + proc.stderr
-    return lines[0]
+def up_flags() -> set[str]:
+    from cluster.cli import parser
+
+    (sub,) = (a for a in parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return {o for a in sub.choices["up"]._actions for o in a.option_strings if o.startswith("--") and o != "--help"}
+
+
+@pytest.mark.parametrize(("doc", "opening"), [(README, "Flags of `memctl up`"), (DEPLOYMENT, "Its flags are")])
+def test_the_docs_list_every_flag_of_memctl_up(doc: Path, opening: str) -> None:
+    paragraph = doc.read_text().split(opening, 1)[1].split("\n\n", 1)[0]
+    listed = set(re.findall(r"`(--[a-z-]+)", paragraph))
+    assert listed == up_flags()
 
 
 def test_memctl_on_a_fresh_home_works_or_says_what_to_run_first(tmp_path: Path) -> None:
