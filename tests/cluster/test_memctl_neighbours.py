@@ -7,8 +7,8 @@ Two clusters run side by side in the test's network namespace, each with its own
 HTTP port and Ray port: ``mine`` with a ``RAY_TMPDIR`` of its own, ``neighbour`` with Ray's default
 (``RAY_TMPDIR=/tmp``: ``/tmp/ray``, where every Ray that was told nothing lives). They use the hashing
 embedder and one shard each (this is about processes, not retrieval; the first-run test covers the
-packaged embedder). The tests run in file order against the pair: ``down`` of a healthy ``mine``,
-then ``down`` of a ``neighbour`` whose head was killed.
+packaged embedder). The tests run in file order against the pair: a busy Ray port and a failed deploy next
+to them, ``down`` of a healthy ``mine``, then ``down`` of a ``neighbour`` whose head was killed.
 """
 
 from __future__ import annotations
@@ -144,6 +144,28 @@ def test_up_on_a_ray_port_in_use_says_so_in_one_line(pair: tuple[Cluster, Cluste
     assert not (home / ".memcluster" / "memctl.json").exists()
     assert processes_with_env(f"HOME={home}") == []
     assert mine.answers() and neighbour.answers()
+
+
+def test_a_failed_deploy_stops_only_the_head_it_started(pair: tuple[Cluster, Cluster], tmp_path: Path) -> None:
+    _, neighbour = pair
+    config = tmp_path / "broken.yaml"
+    config.write_text((ROOT / "configs" / "serve.local.yaml").read_text()
+                      .replace("serve_apps.builder:build_app", "serve_apps.no_such_module:build_app"))
+    home = tmp_path / "home"
+    home.mkdir()
+    ray_tmpdir = tempfile.mkdtemp(prefix="mc", dir="/tmp")
+    try:
+        env = {**fresh_env(home), "RAY_TMPDIR": ray_tmpdir, "MEMCLUSTER_EMBEDDER__KIND": "hashing"}
+        up = memctl("up", "--config", str(config), "--data-dir", str(tmp_path / "data"), "--port", str(free_port()),
+                    "--ray-port", str(free_port()), "--num-cpus", "1", env=env, timeout=300)
+        assert up.returncode != 0 and "deploy failed; stopped" in up.stderr, up.stdout + up.stderr
+        assert processes_with_env(f"HOME={home}") == []
+        assert not (home / ".memcluster" / "memctl.json").exists()
+        assert neighbour.answers()
+    finally:
+        for pid in processes_with_env(f"HOME={home}"):
+            os.kill(pid, signal.SIGKILL)
+        shutil.rmtree(ray_tmpdir, ignore_errors=True)
 
 
 def test_down_stops_only_its_own_cluster(pair: tuple[Cluster, Cluster]) -> None:
