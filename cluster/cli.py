@@ -1,6 +1,7 @@
 """memctl: run memcluster on this machine.
 
   memctl up [--data-dir DIR] [--port 8000] [--host 127.0.0.1] [--config configs/serve.local.yaml]
+            [--ray-port 6390] [--temp-dir DIR]
   memctl status
   memctl down
   memctl k8s-config [--config configs/serve.production.yaml] [--check | --write]
@@ -15,9 +16,10 @@
 
 ``up`` starts a local Ray head on loopback, deploys the Serve apps of the config with embedded
 defaults, waits until ``/readyz`` answers and prints the base URL. ``down`` stops what ``up``
-started (every process of its Ray head: they carry a tag in their environment); the data directory
-is kept. memctl keeps its state and Ray's auth token in ``~/.memcluster`` (``MEMCTL_STATE`` moves
-the state file, and the token beside it; see :mod:`cluster.ray_auth`).
+started and nothing else (every process of its Ray head: they carry a tag in their environment, see
+:mod:`cluster.ray_head`); the data directory is kept. memctl keeps its state and Ray's auth token
+in ``~/.memcluster`` (``MEMCTL_STATE`` moves the state file, and the token beside it; see
+:mod:`cluster.ray_auth`).
 """
 
 from __future__ import annotations
@@ -28,13 +30,12 @@ import os
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from cluster import deploy, ray_auth
+from cluster import deploy, ray_auth, ray_head, serve_teardown
 from cluster.status_summary import summarize
 from memcore.settings import Settings
 
@@ -47,19 +48,13 @@ def state_file() -> Path:
     return Path(os.environ.get("MEMCTL_STATE", "~/.memcluster/memctl.json")).expanduser()
 
 
-def _ray_env(settings: Settings, tag: str) -> dict[str, str]:
-    return {**deploy.serve_process_env(settings), **os.environ, "RAY_USAGE_STATS_ENABLED": "0",
-            deploy.SESSION_TAG_VAR: tag}
+def _ray_env(settings: Settings) -> dict[str, str]:
+    return {**deploy.serve_process_env(settings), **os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
 
 
 def _set_ray_auth() -> ray_auth.RayAuth:
     """Token auth for the local head and every client of it (:mod:`cluster.ray_auth`)."""
     return ray_auth.ensure(state_file().parent)
-
-
-def _ray_bin() -> str:
-    cand = Path(sys.executable).with_name("ray")
-    return str(cand) if cand.exists() else "ray"
 
 
 def _already_up() -> str | None:
@@ -88,37 +83,24 @@ def cmd_up(args: argparse.Namespace) -> int:
         print(f"port {plan.port} on {plan.host} is already in use: stop what listens there or choose another "
               "with --port", file=sys.stderr)
         return 1
-    gcs = f"127.0.0.1:{args.ray_port}"
-    started_ray = False
-    session: str | None = None
-    tag = uuid.uuid4().hex
-    if not deploy.ray_reachable(gcs):
-        cmd = [_ray_bin(), "start", "--head", "--node-ip-address=127.0.0.1", f"--port={args.ray_port}",
-               "--include-dashboard=false", "--disable-usage-stats"]
-        if args.num_cpus is not None:
-            cmd.append(f"--num-cpus={args.num_cpus}")
-        print("starting Ray:", " ".join(cmd), flush=True)
-        subprocess.run(cmd, check=True, env=_ray_env(settings, tag), stdout=subprocess.DEVNULL)
-        started_ray = True
-        session = deploy.current_session()
-    else:
-        print(f"Ray is already running at {gcs}: its Serve ingress mode stays as it was started "
-              f"(http.ingress={settings.http.ingress} applies to a head memctl starts)", flush=True)
     try:
-        base_url = deploy.apply(plan, gcs)
+        head = ray_head.start(args.ray_port, _ray_env(settings), state_file().parent / "ray-start.log",
+                              num_cpus=args.num_cpus, temp_dir=Path(args.temp_dir) if args.temp_dir else None)
+    except ray_head.RayStartError as exc:
+        print(f"memctl up: {exc}", file=sys.stderr)
+        return 1
+    state = {**head.to_state(), "base_url": deploy.service_url(plan), "data_dir": str(settings.data_dir),
+             "namespace": settings.namespace, "ingress": settings.http.ingress,
+             "config": str(Path(args.config).resolve()),
+             "settings_file": str(Path(args.settings).resolve()) if args.settings else None,
+             "shards": settings.shards}
+    _write_state(state)  # before the deploy: `down` finds the head also when `up` is stopped meanwhile
+    try:
+        base_url = deploy.apply(plan, head.gcs)
     except BaseException:
-        if started_ray:  # nothing else would stop it: no state file was written
-            print(f"deploy failed; stopped {deploy.stop_session(session, tag)} processes of the Ray head it "
-                  "started", file=sys.stderr)
+        stopped, _ = _stop(state)
+        print(f"deploy failed; stopped {stopped} processes of the Ray head it started", file=sys.stderr)
         raise
-    state = state_file()
-    state.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    state.write_text(json.dumps({"gcs": gcs, "base_url": base_url, "data_dir": str(settings.data_dir),
-                                      "started_ray": started_ray, "ray_session": session, "ray_tag": tag,
-                                      "namespace": settings.namespace, "ingress": settings.http.ingress,
-                                      "config": str(Path(args.config).resolve()),
-                                      "settings_file": str(Path(args.settings).resolve()) if args.settings else None,
-                                      "shards": settings.shards}))
     print("waiting for", f"{base_url}/readyz", flush=True)
     if not deploy.wait_ready(base_url, timeout=args.timeout):
         print(f"memcluster did not become ready within {args.timeout}s", file=sys.stderr)
@@ -157,14 +139,23 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0 if ready and ready.get("status") == "ready" else 1
 
 
-def _stop(state: dict[str, Any]) -> int:
-    """Stop what ``up`` started (Serve apps, shard actors, and the Ray head if it started one)."""
-    deploy.shutdown(state["gcs"], state.get("namespace", "memcluster"))
-    stopped = 0
-    if state.get("started_ray"):
-        stopped = deploy.stop_session(state.get("ray_session"), state.get("ray_tag"))
+def _write_state(state: dict[str, Any]) -> None:
+    path = state_file()
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path.write_text(json.dumps(state))
+
+
+def _stop(state: dict[str, Any]) -> tuple[int, bool]:
+    """Stop what ``up`` started: the Serve apps and shard actors (bounded, and only while its head runs),
+    then every process of that head and no other (:mod:`cluster.ray_head`); remove the state file.
+    Returns how many processes were stopped and whether the head was still running."""
+    head = ray_head.Head.from_state(state)
+    alive = head is None or head.alive()
+    if alive:
+        serve_teardown.run(state["gcs"], state.get("namespace", "memcluster"))
+    stopped = ray_head.stop(head) if head is not None else 0
     state_file().unlink(missing_ok=True)
-    return stopped
+    return stopped, alive
 
 
 def cmd_down(args: argparse.Namespace) -> int:
@@ -172,9 +163,11 @@ def cmd_down(args: argparse.Namespace) -> int:
     if state is None:
         print(NOT_RUNNING.replace("start it", "nothing to stop; start it"))
         return 0
-    stopped = _stop(state)
-    if state.get("started_ray"):
+    stopped, alive = _stop(state)
+    if alive:
         print(f"stopped {stopped} processes of the Ray head memctl started")
+    else:
+        print(f"the Ray head memctl started had stopped already; stopped {stopped} processes left of it")
     print(f"memcluster stopped; data kept in {state['data_dir']}")
     return 0
 
@@ -269,7 +262,9 @@ def parser() -> argparse.ArgumentParser:
     up.add_argument("--shards", type=int, default=None)
     up.add_argument("--config", default=str(DEFAULT_CONFIG), help="Serve config YAML")
     up.add_argument("--settings", default=None, help="memcluster settings YAML (MEMCLUSTER_* env overrides it)")
-    up.add_argument("--ray-port", type=int, default=6390)
+    up.add_argument("--ray-port", type=int, default=6390, help="the Ray head's GCS port (default 6390)")
+    up.add_argument("--temp-dir", default=None, help="Ray's temp dir for the head (default Ray's: "
+                    "$RAY_TMPDIR/ray, else $TMPDIR/ray, else /tmp/ray); short: Ray's socket paths live under it")
     up.add_argument("--num-cpus", type=int, default=None)
     up.add_argument("--timeout", type=float, default=300.0)
     up.add_argument("--foreground", action="store_true", help="stay attached; Ctrl-C runs `memctl down`")

@@ -13,7 +13,6 @@ import json
 import logging
 import os
 import shutil
-import signal
 import socket
 import tempfile
 import time
@@ -167,16 +166,6 @@ def port_in_use(host: str, port: int) -> bool:
         return False
 
 
-def ray_reachable(address: str) -> bool:
-    """True when something listens on the GCS address (a Ray head is up)."""
-    host, _, port = address.rpartition(":")
-    try:
-        with socket.create_connection((host, int(port)), timeout=1.0):
-            return True
-    except OSError:
-        return False
-
-
 def apply(plan: Plan, address: str) -> str:
     """Deploy every app of the plan; returns the base URL."""
     import ray
@@ -191,6 +180,11 @@ def apply(plan: Plan, address: str) -> str:
             serve.run(builder(app.args), name=app.name, route_prefix=app.route_prefix, blocking=False)
     finally:
         ray.shutdown()
+    return service_url(plan)
+
+
+def service_url(plan: Plan) -> str:
+    """Where the plan's HTTP ingress answers on this machine."""
     host = "127.0.0.1" if plan.host in ("0.0.0.0", "::") else plan.host
     return f"http://{host}:{plan.port}"
 
@@ -236,79 +230,3 @@ def shutdown(address: str, namespace: str) -> None:
             k += 1
     finally:
         ray.shutdown()
-
-
-def current_session(temp_dir: Path = Path("/tmp/ray")) -> str | None:
-    """The name of the Ray session `ray start` just created (``/tmp/ray/session_latest``)."""
-    latest = temp_dir / "session_latest"
-    return latest.resolve().name if latest.exists() else None
-
-
-SESSION_TAG_VAR = "MEMCLUSTER_RAY_TAG"
-"""Set in the environment of the ``ray start`` that ``memctl up`` runs: every process of that Ray head
-inherits it (raylet, GCS, workers, agents, the Ray client server), so ``down`` finds them all."""
-
-
-def stop_session(session: str | None, tag: str | None = None, grace_s: float = 5.0) -> int:
-    """Stop the processes of one Ray head only (``ray stop`` would stop every cluster here): those whose
-    command line names ``session`` or whose environment carries ``tag``, and their descendants."""
-    pids = session_pids(session, tag)
-    for pid in pids:
-        _signal(pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline and any(_alive(p) for p in pids):
-        time.sleep(0.2)
-    for pid in pids:
-        if _alive(pid):
-            _signal(pid, signal.SIGKILL)
-    return len(pids)
-
-
-def session_pids(session: str | None, tag: str | None = None) -> list[int]:
-    """Processes whose command line names the session or whose environment carries ``tag`` (see
-    :data:`SESSION_TAG_VAR`), plus all their descendants (Ray renames its workers and agents, e.g.
-    ``ray::ShardCore``)."""
-    matched: set[int] = set()
-    parent: dict[int, int] = {}
-    marker = f"{SESSION_TAG_VAR}={tag}".encode() if tag else None
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        pid = int(proc.name)
-        try:
-            cmdline = (proc / "cmdline").read_bytes()
-            parent[pid] = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        if session and session.encode() in cmdline:
-            matched.add(pid)
-            continue
-        if marker is not None:
-            try:
-                environ = (proc / "environ").read_bytes()
-            except OSError:
-                continue
-            if marker in environ.split(b"\0"):
-                matched.add(pid)
-    grew = True
-    while grew:
-        kids = {p for p, pp in parent.items() if pp in matched and p not in matched}
-        matched |= kids
-        grew = bool(kids)
-    matched.discard(os.getpid())
-    return sorted(matched)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().split()[2]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
-
-
-def _signal(pid: int, sig: int) -> None:
-    try:
-        os.kill(pid, sig)
-    except OSError:
-        pass

@@ -1,6 +1,7 @@
 """memcluster as a new user runs it: ``memctl up`` (the local Ray cluster, Serve ingress, shard actors,
 the packaged embedder) with an empty ``HOME``, stopped with ``memctl down``. For tests whose client
-environment cannot host the server (the trpc-agent-py overlay) and for the first-run test."""
+environment cannot host the server (the trpc-agent-py overlay), the first-run test and the tests of
+memctl next to other clusters on the same host."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pathlib import Path
 from tests.conftest import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
+MEMCTL = ROOT / ".venv" / "bin" / "memctl"
 
 
 def fresh_env(home: Path) -> dict[str, str]:
@@ -24,8 +26,42 @@ def fresh_env(home: Path) -> dict[str, str]:
 
 def memctl(*args: str, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """The server environment's ``memctl`` (``.venv``), whichever interpreter runs the test."""
-    return subprocess.run([str(ROOT / ".venv" / "bin" / "memctl"), *args], env=env, capture_output=True, text=True,
+    return subprocess.run([str(MEMCTL), *args], env=env, capture_output=True, text=True,
                           timeout=timeout, check=False, cwd=ROOT)
+
+
+def one_line(proc: subprocess.CompletedProcess[str]) -> str:
+    """The one line a memctl command printed (fails the test when it printed more, or nothing)."""
+    lines = [line for line in (proc.stdout + proc.stderr).splitlines() if line.strip()
+             and "network_util.cc" not in line]  # Ray's own warning inside a network namespace
+    assert len(lines) == 1, proc.stdout + proc.stderr
+    return lines[0]
+
+
+def processes_with_env(entry: str) -> list[int]:
+    """Processes on this host whose environment holds ``entry`` (``NAME=value``), read from ``/proc``:
+    what a memctl home (``HOME=...``) or one Ray head (its tag) left running, whichever network
+    namespace they are in."""
+    found = []
+    needle = entry.encode()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            environ = (proc / "environ").read_bytes()
+            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state != "Z" and needle in environ.split(b"\0"):
+            found.append(int(proc.name))
+    return sorted(found)
+
+
+def command_line(pid: int) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return []
 
 
 @contextmanager

@@ -6,6 +6,7 @@ works or says in one line what to run first."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import stat
@@ -15,12 +16,12 @@ from typing import Any
 
 import pytest
 
-from cluster import deploy
 from tests.conftest import free_port
-from tests.memctl_cluster import fresh_env, memctl
+from tests.memctl_cluster import command_line, fresh_env, memctl, one_line, processes_with_env
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
+DEPLOYMENT = ROOT / "docs" / "deployment.md"
 WALKTHROUGH = re.compile(r"<!-- walkthrough:.*?-->(.*?)<!-- /walkthrough -->", re.S)
 
 
@@ -38,11 +39,18 @@ def test_readme_walkthrough_is_what_the_test_runs() -> None:
     assert '"id"' not in blocks[1] and "timestamp" not in blocks[1]  # a plain chat history
 
 
-def one_line(proc: subprocess.CompletedProcess[str]) -> str:
-    lines = [line for line in (proc.stdout + proc.stderr).splitlines() if line.strip()
-             and "network_util.cc" not in line]  # Ray's own warning inside a network namespace
-    assert len(lines) == 1, proc.stdout + proc.stderr
-    return lines[0]
+def up_flags() -> set[str]:
+    from cluster.cli import parser
+
+    (sub,) = (a for a in parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return {o for a in sub.choices["up"]._actions for o in a.option_strings if o.startswith("--") and o != "--help"}
+
+
+@pytest.mark.parametrize(("doc", "opening"), [(README, "Flags of `memctl up`"), (DEPLOYMENT, "Its flags are")])
+def test_the_docs_list_every_flag_of_memctl_up(doc: Path, opening: str) -> None:
+    paragraph = doc.read_text().split(opening, 1)[1].split("\n\n", 1)[0]
+    listed = set(re.findall(r"`(--[a-z-]+)", paragraph))
+    assert listed == up_flags()
 
 
 def test_memctl_on_a_fresh_home_works_or_says_what_to_run_first(tmp_path: Path) -> None:
@@ -106,16 +114,17 @@ def test_the_readme_on_a_fresh_home(tmp_path: Path) -> None:
         assert busy.returncode == 1 and f"port {port}" in one_line(busy)
         assert not (other_home / ".memcluster" / "memctl.json").exists()
 
-        before = deploy.session_pids(state["ray_session"], state["ray_tag"])
-        commands = [_cmdline(p) for p in before]
+        before = processes_with_env(f"HOME={home}")
+        assert set(before) <= set(processes_with_env(f"MEMCLUSTER_RAY_TAG={state['ray_tag']}"))
+        commands = [" ".join(command_line(p)) for p in before]
         assert any("ray.util.client.server" in c for c in commands), commands
         assert any("raylet" in c for c in commands) and any("gcs_server" in c for c in commands), commands
     finally:
         down = memctl("down", env=env)
     assert down.returncode == 0, down.stdout + down.stderr
     assert "data kept" in down.stdout
-    left = [p for p in deploy.session_pids(state.get("ray_session"), state.get("ray_tag")) if _alive(p)]
-    assert left == [], [_cmdline(p) for p in left]
+    left = processes_with_env(f"HOME={home}")
+    assert left == [], [command_line(p) for p in left]
     assert not (home / ".memcluster" / "memctl.json").exists()
 
 
@@ -123,17 +132,3 @@ def _curl(block: str, port: int, env: dict[str, str]) -> Any:
     command = block.replace("127.0.0.1:8000", f"127.0.0.1:{port}")
     out = subprocess.run(["bash", "-c", command], env=env, capture_output=True, text=True, timeout=60, check=True)
     return json.loads(out.stdout)
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
-    except (OSError, IndexError):
-        return False
