@@ -20,8 +20,9 @@ Routes (user-scoped ones under ``/v1/apps/{app}/users/{user}``)::
 
 An id in the path that a URL would change (``.``, ``..``, ``/``, empty, or their percent-encoded
 forms) is 422 naming the parameter (:mod:`serve_apps.http_paths`). Writes answer with
-``X-Memcluster-Seq``, the write's place in the user's FIFO. With ``settings.api_keys`` set, every ``/v1/apps/{app}/...`` route needs ``Authorization: Bearer
-<key of that app>``: a missing or unknown key is 401, a key of another app 403.
+``X-Memcluster-Seq``, the write's place in the user's FIFO. With ``settings.api_keys`` set, every
+``/v1/apps/{app}/...`` route needs ``Authorization: Bearer <key of that app>``: a missing or unknown
+key is 401, a key of another app 403.
 """
 
 from __future__ import annotations
