@@ -16,8 +16,9 @@ from urllib.parse import quote
 
 import httpx
 
-from memclient.errors import MemclientError, Unavailable, Unreachable, error_class
+from memclient.errors import InvalidRequest, MemclientError, Unavailable, Unreachable, error_class
 from memclient.retry import Retry
+from memclient.segments import segment_problem
 from memclient.types import Entry, Job, PreloadResult, SearchHit
 
 T = TypeVar("T")
@@ -46,12 +47,18 @@ def headers(api_key: str | None) -> dict[str, str]:
     return out
 
 
-def _seg(value: str) -> str:
+def ident(value: str, field: str) -> str:
+    """``value`` as one percent-encoded path segment; an id a URL would change (:mod:`memclient.segments`)
+    raises :class:`InvalidRequest` naming ``field`` before anything is sent."""
+    problem = segment_problem(str(value))
+    if problem is not None:
+        raise InvalidRequest(f"{field} {problem}", error="ValidationError", field=field)
     return quote(str(value), safe="")
 
 
 def user_path(app: str, user: str, *rest: str) -> str:
-    return "/".join(["", "v1", "apps", _seg(app), "users", _seg(user), *(_seg(r) for r in rest)])
+    """``/v1/apps/{app}/users/{user}/...``; ``rest`` are literal segments or :func:`ident` results."""
+    return "/".join(["", "v1", "apps", ident(app, "app"), "users", ident(user, "user"), *rest])
 
 
 def _time(value: TimeLike | None) -> str | None:
@@ -135,7 +142,8 @@ def add(app: str, user: str, body: dict[str, Any]) -> Call[Entry]:
 
 
 def get(app: str, user: str, memory_id: str) -> Call[Entry]:
-    return Call("GET", user_path(app, user, "memories", memory_id), Entry.from_json, idempotent=True)
+    return Call("GET", user_path(app, user, "memories", ident(memory_id, "memory_id")), Entry.from_json,
+                idempotent=True)
 
 
 def read(app: str, user: str, limit: int | None,
@@ -147,7 +155,8 @@ def read(app: str, user: str, limit: int | None,
 
 
 def update(app: str, user: str, memory_id: str, body: dict[str, Any]) -> Call[Entry]:
-    return Call("PATCH", user_path(app, user, "memories", memory_id), Entry.from_json, body=body)
+    return Call("PATCH", user_path(app, user, "memories", ident(memory_id, "memory_id")), Entry.from_json,
+                body=body)
 
 
 def _delete_params(hard: bool | None, purge_sources: bool) -> dict[str, str] | None:
@@ -158,7 +167,7 @@ def _delete_params(hard: bool | None, purge_sources: bool) -> dict[str, str] | N
 
 
 def delete(app: str, user: str, memory_id: str, hard: bool | None, purge_sources: bool = False) -> Call[None]:
-    return Call("DELETE", user_path(app, user, "memories", memory_id), _none,
+    return Call("DELETE", user_path(app, user, "memories", ident(memory_id, "memory_id")), _none,
                 params=_delete_params(hard, purge_sources), idempotent=True, gone_is_done=True)
 
 
@@ -172,11 +181,12 @@ def forget(app: str, user: str) -> Call[dict[str, Any]]:
 
 
 def delete_session(app: str, user: str, session: str) -> Call[dict[str, Any]]:
-    return Call("DELETE", user_path(app, user, "sessions", session), _dict, idempotent=True)
+    return Call("DELETE", user_path(app, user, "sessions", ident(session, "session")), _dict, idempotent=True)
 
 
 def delete_turn(app: str, user: str, session: str, event_id: str) -> Call[dict[str, Any]]:
-    return Call("DELETE", user_path(app, user, "sessions", session, "events", event_id), _dict, idempotent=True,
+    return Call("DELETE", user_path(app, user, "sessions", ident(session, "session"), "events",
+                                     ident(event_id, "event_id")), _dict, idempotent=True,
                 gone_is_done=True)
 
 
@@ -207,14 +217,14 @@ def preload(app: str, user: str, budget: int, message: str, mode: str, playbook:
 # ----------------------------------------------------------------------------- tools
 def tools(app: str, mode: str | None) -> Call[list[dict[str, Any]]]:
     params = {"mode": mode} if mode else None
-    return Call("GET", f"/v1/apps/{_seg(app)}/tools", lambda data: list(data["tools"]), params=params,
+    return Call("GET", f"/v1/apps/{ident(app, 'app')}/tools", lambda data: list(data["tools"]), params=params,
                 idempotent=True)
 
 
 def call_tool(app: str, user: str, name: str, arguments: Mapping[str, Any],
               mode: str | None) -> Call[dict[str, Any]]:
     body: dict[str, Any] = {"arguments": dict(arguments), **({"mode": mode} if mode else {})}
-    return Call("POST", user_path(app, user, "tools", name), _dict, body=body)
+    return Call("POST", user_path(app, user, "tools", ident(name, "name")), _dict, body=body)
 
 
 # ----------------------------------------------------------------------------- auto memory
@@ -224,7 +234,8 @@ def ingest(
 ) -> Call[Job]:
     body: dict[str, Any] = {"events": [_event(e) for e in events], **{k: v for k, v in extra.items() if v is not None}}
     params = {"wait": f"{wait:g}"} if wait else None
-    return Call("POST", user_path(app, user, "sessions", session, "events"), Job.from_json, params=params, body=body)
+    return Call("POST", user_path(app, user, "sessions", ident(session, "session"), "events"), Job.from_json,
+                params=params, body=body)
 
 
 def _event(event: Mapping[str, Any]) -> dict[str, Any]:
@@ -232,7 +243,7 @@ def _event(event: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def job(job_id: str) -> Call[Job]:
-    return Call("GET", f"/v1/jobs/{_seg(job_id)}", Job.from_json, idempotent=True)
+    return Call("GET", f"/v1/jobs/{ident(job_id, 'job_id')}", Job.from_json, idempotent=True)
 
 
 def recall(app: str, user: str, body: dict[str, Any]) -> Call[dict[str, Any]]:

@@ -6,7 +6,8 @@
     ├── AuthError           401 no/bad key, 403 another app's key or a disabled tool
     ├── NotFound            404 unknown or deleted memory id, unknown job
     ├── Conflict            409 an update would rotate onto an id that is already active
-    ├── InvalidRequest      413 body too large, 422 validation (``field`` names the input)
+    ├── InvalidRequest      413 body too large, 422 validation (``field`` names the input); also raised
+    │                       before sending (status None) for an id a URL would change (memclient.segments)
     ├── Unavailable         503 a store failed; ``retry_after`` seconds from the server
     └── Unreachable         no HTTP answer at all (connection refused, timeout, ...)
 """
@@ -46,7 +47,8 @@ class Conflict(MemclientError):
 
 
 class InvalidRequest(MemclientError):
-    """413 or 422: the request was rejected before any store was touched; see ``field``."""
+    """413 or 422: the request was rejected before any store was touched; see ``field``. ``status`` is None
+    when the client refused it before sending (an id that cannot round-trip through a URL)."""
 
 
 class Unavailable(MemclientError):

@@ -5,7 +5,8 @@ service turns into :class:`memcore.errors.ValidationError` naming the field):
 
 - identifiers (app, user, session; :data:`AppId`, :data:`UserId`, :data:`SessionId`, one rule,
   :func:`check_identifier`): 1..128 characters, no control, format (zero-width) or unassigned
-  characters, no '/', no outer whitespace;
+  characters, no outer whitespace, and nothing a URL would change (:mod:`memclient.segments`: not
+  ``.`` or ``..``, no ``/``, nor their percent-encoded forms such as ``%2e`` or ``%2F``);
 - memory text: 1..8192 bytes (UTF-8) after stripping;
 - topics: at most 32, each 1..64 characters; participants: at most 64, each 1..64 characters
   (:data:`MAX_NAME_CHARS`, also the limit of a speaker name);
@@ -34,6 +35,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BeforeValidator, Field
 
+from memclient.segments import check_segment
 from memcore.metadata import check_metadata
 
 MAX_ID_CHARS = 128
@@ -58,11 +60,9 @@ def check_identifier(value: str, what: str) -> str:
         raise ValueError(f"{what} is longer than {MAX_ID_CHARS} characters")
     if any(unicodedata.category(ch).startswith("C") for ch in value):
         raise ValueError(f"{what} contains control or unassigned characters")
-    if "/" in value:
-        raise ValueError(f"{what} must not contain '/' (it is a path segment of the HTTP API)")
     if value != value.strip():
         raise ValueError(f"{what} has leading or trailing whitespace")
-    return value
+    return check_segment(value, what)
 
 
 def _identifier(what: str) -> AfterValidator:

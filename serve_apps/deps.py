@@ -21,10 +21,12 @@ from serve_apps.http_models import ErrorBody
 SEQ_HEADER = "X-Memcluster-Seq"
 TIMING_HEADER = "Server-Timing"
 
-App = Annotated[str, Path(description=f"Application id (1..{MAX_ID_CHARS} characters, no control characters).")]
+_URL_RULE = "nothing a URL would change: not '.' or '..', no '/', nor their percent-encoded forms"
+App = Annotated[str, Path(description=f"Application id (1..{MAX_ID_CHARS} characters, no control characters, "
+                                      f"{_URL_RULE}).")]
 User = Annotated[str, Path(description=f"User id within the app (1..{MAX_ID_CHARS} characters, no control "
-                                       "characters).")]
-MemoryId = Annotated[str, Path(description="A memory id.")]
+                                       f"characters, {_URL_RULE}).")]
+MemoryId = Annotated[str, Path(description=f"A memory id ({_URL_RULE}).")]
 Hard = Annotated[bool | None, Query(description="true: remove for good; false: soft-delete; default: the "
                                                   "service setting.")]
 PurgeSources = Annotated[bool, Query(description="true: also remove (hard) or hide (soft) every archived turn "

@@ -18,9 +18,11 @@ Routes (user-scoped ones under ``/v1/apps/{app}/users/{user}``)::
     DELETE /v1/apps/{app}/users/{user}   erase the user     POST /v1/admin/compact   compact the stores
     GET    /healthz  /readyz  /openapi.json  /docs        (open)
 
-Writes answer with ``X-Memcluster-Seq``, the write's place in the user's FIFO. With
-``settings.api_keys`` set, every ``/v1/apps/{app}/...`` route needs ``Authorization: Bearer
-<key of that app>``: a missing or unknown key is 401, a key of another app 403.
+An id in the path that a URL would change (``.``, ``..``, ``/``, empty, or their percent-encoded
+forms) is 422 naming the parameter (:mod:`serve_apps.http_paths`). Writes answer with
+``X-Memcluster-Seq``, the write's place in the user's FIFO. With ``settings.api_keys`` set, every
+``/v1/apps/{app}/...`` route needs ``Authorization: Bearer <key of that app>``: a missing or unknown
+key is 401, a key of another app 403.
 """
 
 from __future__ import annotations
@@ -83,6 +85,7 @@ from serve_apps.http_models import (
     ToolList,
     parse_metadata_filter,
 )
+from serve_apps.http_paths import PathIdMiddleware
 from serve_apps.observability import ObservabilityMiddleware
 
 __all__ = ["SEQ_HEADER", "TIMING_HEADER", "attach", "create_app"]
@@ -286,6 +289,7 @@ def create_app() -> FastAPI:
         ],
     )
     install_error_handlers(app)
+    app.add_middleware(PathIdMiddleware, routes=lambda: app.routes)  # innermost: before routing
     app.add_middleware(BodyLimitMiddleware, limit=body_limit)
     app.add_middleware(ObservabilityMiddleware)  # outermost: metrics and the request log line
     user_router = APIRouter(prefix=_USER_PREFIX, route_class=ScopedRoute, dependencies=[Security(_bearer)])

@@ -30,7 +30,8 @@ from memcore.validation import make_key
 from serve_apps.deps import App, User, errors, shards, state, to_json
 from serve_apps.http_models import IngestRequest, JobModel, RecallRequest, RecallResponse
 
-Session = Annotated[str, Path(description="Session id (1..128 characters, no '/' or control characters).")]
+Session = Annotated[str, Path(description="Session id (the identifier rule: 1..128 characters, no control "
+                                          "characters, nothing a URL would change such as '.', '..' or '/').")]
 JobId = Annotated[str, Path(description="A job id as returned by the ingest route.")]
 MAX_WAIT_S = 60.0
 Wait = Annotated[float, Query(ge=0, le=MAX_WAIT_S, description="Seconds to wait for the job to finish before "

@@ -19,7 +19,7 @@ from actors.archive import RecallHit
 from actors.job_table import JobStatus
 from memcore.errors import ValidationError
 from memcore.extraction.events import MessageBatch
-from memcore.fields import check_topics, encodable
+from memcore.fields import SessionId, check_topics, encodable
 from memcore.metadata import MetadataError, Scalar, check_filter
 from memcore.model import Entry, InjectionMode, Memory, MemoryPatch, PreloadStrategy
 from memcore.search_model import SearchOptions, TopicsMatch
@@ -347,14 +347,14 @@ class RecallRequest(BaseModel):
     )
 
     query: str = Field(min_length=1, max_length=4096, description="Free text (BM25 over the turns' words).")
-    session: str | None = Field(default=None, max_length=128,
-                                description="The current session: its turns are left out.")
+    session: SessionId | None = Field(default=None, description="The current session (the session id rule): "
+                                                             "its turns are left out.")
     max_results: int = Field(default=10, ge=1, le=100, description="How many turns to return.")
 
-    @field_validator("query", "session")
+    @field_validator("query")
     @classmethod
-    def _text(cls, v: str | None) -> str | None:
-        return None if v is None else encodable(v, "text")
+    def _text(cls, v: str) -> str:
+        return encodable(v, "text")
 
 
 class RecallResponse(BaseModel):

@@ -3,7 +3,8 @@
 - Auth: ``Authorization: Bearer <key>`` like every other route (401 without a known key). The key
   selects the app; a key that opens several apps names one with ``X-Memcluster-App`` (a key of
   another app: 403); with auth off the header is required.
-- The user: ``X-Memcluster-User``, validated like a user id in a path (422 naming the header).
+- The user: ``X-Memcluster-User``, UTF-8, validated like a user id in a path (422 naming the header;
+  invalid UTF-8 as well).
 - Sessions (``Mcp-Session-Id``) belong to the key, app and user that opened them: another key (or
   user) presenting the id gets 404, as for an unknown session. With more than one ingress replica
   (``ingress_replicas`` > 1) the endpoint runs stateless (no session ids), because sessions live in
@@ -35,7 +36,7 @@ from memcore.validation import make_key
 from serve_apps.deps import state as app_state
 from serve_apps.http_errors import response_for
 from serve_apps.mcp_server import ToolBackend, build_server, entry_json
-from serve_apps.protocol_auth import USER_HEADER, resolve_app
+from serve_apps.protocol_auth import USER_HEADER, header_text, resolve_app
 
 PATH = "/mcp"
 SCOPE_KEY = "memcluster.mcp"
@@ -126,7 +127,7 @@ class McpEndpoint:
         try:
             _, settings = app_state(request)
             app = resolve_app(request, ("bearer",), default=None)
-            user = request.headers.get(USER_HEADER) or ""
+            user = header_text(request, USER_HEADER) or ""
             try:
                 key = make_key(app, user)
             except ValidationError as exc:

@@ -26,6 +26,7 @@ from mcp.shared.exceptions import MCPError
 
 from memcore import vocabulary as T
 from memcore.errors import ValidationError
+from memcore.validation import check_session
 
 RECALL = "memory_recall"
 NEWEST_URI = "memories://newest"
@@ -104,8 +105,11 @@ def _recall_args(arguments: dict[str, Any]) -> tuple[str, str | None, int]:
     query, session, limit = arguments.get("query"), arguments.get("session"), arguments.get("max_results", 10)
     if not isinstance(query, str) or not query.strip():
         raise ValidationError("query is required", field="arguments.query")
-    if session is not None and not isinstance(session, str):
-        raise ValidationError("session must be a string", field="arguments.session")
+    if session is not None:
+        try:
+            session = check_session(session)  # the one session rule
+        except ValidationError as exc:
+            raise ValidationError(str(exc), field="arguments.session") from None
     if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 100:
         raise ValidationError("max_results must be an integer from 1 to 100", field="arguments.max_results")
     return query, session, limit

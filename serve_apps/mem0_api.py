@@ -25,7 +25,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import Callable, Coroutine
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
@@ -39,7 +39,7 @@ from actors.extraction_queue import job_shard
 from memcore import tracing
 from memcore.errors import NotFoundError, ValidationError
 from memcore.fields import now_utc
-from memcore.model import Entry
+from memcore.model import Entry, UserKey
 from memcore.search_model import SearchHit
 from memcore.validation import make_key
 from serve_apps import mem0_map as M
@@ -78,9 +78,15 @@ class Mem0Route(APIRoute):
         return guarded
 
 
+def _key(app: str, user: str) -> UserKey:
+    """The memcluster scope of a Mem0 user id (:func:`serve_apps.mem0_map.member`: 422 naming ``user_id``)."""
+    return make_key(app, M.member(user))
+
+
 async def _call(request: Request, app: str, user: str, method: str, *args: Any) -> Any:
+    """Call the shard of the Mem0 user ``user`` (every ``user`` here is a Mem0 user id)."""
     backend, _ = app_state(request)
-    value, _ = unwrap(await backend.call(make_key(app, user), method, *args))
+    value, _ = unwrap(await backend.call(_key(app, user), method, *args))
     return value
 
 
@@ -91,8 +97,9 @@ async def _add(request: Request, body: Mem0AddRequest) -> dict[str, Any]:
     user = entities.get("user_id")
     if not isinstance(user, str):
         raise ValidationError("user_id is required (memcluster scopes every memory by user)", field="user_id")
-    make_key(app, user)
+    _key(app, user)
     meta = M.entry_metadata(M.user_metadata(body.metadata), entities)
+    scope = M.scope_of(meta)
     messages = body.message_list()
     expires_at = M.expiry_of(body.expiration_date, now_utc())
     if expires_at is not None and body.infer:
@@ -101,7 +108,8 @@ async def _add(request: Request, body: Mem0AddRequest) -> dict[str, Any]:
     if not body.infer:
         expiry = {"expires_at": expires_at.isoformat()} if expires_at is not None else {}
         memories = [{"text": m["content"], "source": "assistant" if m["role"] == "assistant" else "user",
-                     "metadata": meta, **expiry} for m in messages if m["role"] != "system" and m["content"].strip()]
+                     "metadata": meta, "key": M.scope_key(scope, m["content"]), **expiry}
+                    for m in messages if m["role"] != "system" and m["content"].strip()]
         if not memories:
             return {"results": []}
         entries: list[Entry] = await _call(request, app, user, "add_many", memories)
@@ -113,14 +121,14 @@ async def _add(request: Request, body: Mem0AddRequest) -> dict[str, Any]:
 async def _infer(request: Request, app: str, user: str, run: Any, messages: list[dict[str, str]],
                  meta: dict[str, Any]) -> list[dict[str, Any]]:
     """Ingest the messages as a session (``run_id``, else ``mem0``), wait for the extraction job, then
-    give the entries it wrote the request's metadata."""
+    give the entries it wrote the request's metadata and scope (:func:`_tag`)."""
     backend, _ = app_state(request)
-    key = make_key(app, user)
+    key = _key(app, user)
     base, tag = now_utc(), uuid.uuid4().hex[:12]
     events = [{"id": f"mem0-{tag}-{i}", "role": m["role"], "content": m["content"],
                "timestamp": (base + timedelta(milliseconds=i)).isoformat()}
               for i, m in enumerate(messages) if m["role"] != "system"]
-    session = run if isinstance(run, str) else M.DEFAULT_SESSION
+    session = M.member(run, "run_id") if isinstance(run, str) else M.DEFAULT_SESSION
     job, _ = unwrap(await backend.call(key, "ingest", session, events))
     shard = job_shard(job.job_id)
     assert shard is not None  # the shard made the id
@@ -132,24 +140,51 @@ async def _infer(request: Request, app: str, user: str, run: Any, messages: list
         return [{"id": None, "memory": None, "event": "PENDING", "job_id": job.job_id}]
     out: list[dict[str, Any]] = []
     for op in job.operations:
-        if op.get("status") != "applied":
-            continue
         action = str(op.get("action") or op.get("type"))
         eid = op.get("effective_id") or op.get("memory_id")
-        if action == "delete" and op.get("memory_id"):
+        if op.get("status") == "skipped" and op.get("type") == "add" and eid:
+            # a duplicate of an existing memory: a new memory when that one belongs to another scope
+            tagged = await _tag(request, app, user, str(eid), meta, "ADD", base, other_scope_only=True)
+            out += [tagged] if tagged else []
+        elif op.get("status") != "applied":
+            continue
+        elif action == "delete" and op.get("memory_id"):
             out.append({"id": M.mem0_id(user, str(op["memory_id"])), "memory": None, "event": "DELETE"})
         elif action in ("add", "update") and eid:
-            out.append(await _tag(request, app, user, str(eid), meta, "ADD" if action == "add" else "UPDATE"))
+            tagged = await _tag(request, app, user, str(eid), meta, "ADD" if action == "add" else "UPDATE",
+                                base)
+            out += [tagged] if tagged else []
     return out
 
 
-async def _tag(request: Request, app: str, user: str, entry_id: str, meta: dict[str, Any],
-               event: str) -> dict[str, Any]:
-    """Give an extracted entry the request's metadata (same text: the id does not change)."""
+async def _tag(request: Request, app: str, user: str, entry_id: str, meta: dict[str, Any], event: str,
+               since: datetime, *, other_scope_only: bool = False) -> dict[str, Any] | None:
+    """Give an extracted entry the request's metadata, in the request's scope. An entry of that scope gets
+    the metadata (same text: the id does not change); an entry of another scope (or none) is never moved:
+    the memory is written under the request's scope key instead (:func:`serve_apps.mem0_map.scope_key`; no
+    key without a scope), and the extracted entry is removed only when this job created it (``created_at``
+    from ``since`` on).
+    ``other_scope_only`` (a skipped duplicate): None when the entry already is in the request's scope."""
     try:
         entry: Entry = await _call(request, app, user, "get", entry_id)
     except NotFoundError:
         return {"id": M.mem0_id(user, entry_id), "memory": None, "event": event}
+    scope = M.scope_of(meta)
+    if M.scope_of(entry.metadata) != scope:
+        if not scope and entry.item_key is None:  # an entry tagged before scopes had keys: its id is the copy's
+            return None if other_scope_only else {"id": M.mem0_id(user, entry.id), "memory": entry.text,
+                                                  "event": event}
+        own = {k: v for k, v in entry.metadata.items() if not k.startswith(M.PREFIX)}
+        copy = {"text": entry.text, "topics": entry.topics, "kind": entry.kind.value,
+                "event_time": entry.event_time.isoformat() if entry.event_time else None,
+                "participants": entry.participants, "location": entry.location, "source": entry.source.value,
+                "provenance": entry.provenance, "metadata": {**own, **meta}, "key": M.entry_scope_key(entry, scope)}
+        scoped: Entry = await _call(request, app, user, "add", copy)
+        if entry.item_key is None and entry.created_at >= since:
+            await _call(request, app, user, "delete", entry.id, True)
+        return {"id": M.mem0_id(user, scoped.id), "memory": scoped.text, "event": event}
+    if other_scope_only:
+        return None
     if meta and entry.metadata != {**entry.metadata, **meta}:
         entry = await _call(request, app, user, "update", entry_id, {"metadata": {**entry.metadata, **meta}})
     return {"id": M.mem0_id(user, entry.id), "memory": entry.text, "event": event}
@@ -183,11 +218,12 @@ async def _entries(request: Request, app: str, filters: Any) -> list[Entry]:
 
 
 async def _users(request: Request, app: str) -> list[str]:
+    """The Mem0 user ids of the app's users."""
     backend, settings = app_state(request)
     users: set[str] = set()
     for shard in range(settings.shards):
         users.update(await backend.call_shard(shard, "export_users", app))
-    return sorted(users)
+    return sorted(M.mem0_user(u) for u in users)
 
 
 async def _entity_memories(request: Request, app: str, kind: str, name: str) -> list[Entry]:
@@ -254,6 +290,8 @@ def mem0_router() -> APIRouter:
         prev = entry.metadata.get(M.PREV)
         if body.text is not None and body.text.strip() != entry.text:
             memory["text"], prev = body.text, entry.id
+            if (scope := M.scope_of(entry.metadata)) and entry.item_key is not None:  # the new text's scope key
+                memory["key"] = M.entry_scope_key(entry, scope, body.text.strip())
         memory["metadata"] = {**user_meta, **keep, **({M.PREV: prev} if isinstance(prev, str) else {})}
         if M.EXPIRATION in body.model_fields_set:
             at = M.expiry_of(body.expiration_date, now_utc())
@@ -308,16 +346,18 @@ def mem0_router() -> APIRouter:
                    for (kind, name), es in sorted(found.items())]
         return {"count": len(results), "next": None, "previous": None, "results": results}
 
-    @router.delete("/v2/entities/{entity_type}/{name}/", summary="Delete an entity's memories (Mem0)")
+    @router.delete("/v2/entities/{entity_type}/{name:path}/", summary="Delete an entity's memories (Mem0)")
     async def delete_entity(request: Request, entity_type: str, name: str) -> dict[str, Any]:
+        """``name`` may hold ``/`` (mem0ai encodes it as ``%2F``): trpc-agent-py's ``app_name/user_id``."""
         app = request.state.mem0_app
         if entity_type not in M.ENTITY_TYPES:
             raise ValidationError(f"entity type must be one of {sorted(M.ENTITY_TYPES)}", field="entity_type")
+        M.entity_value(name, "name")
         if entity_type == "user":
             await _call(request, app, name, "clear", None)
         else:
             for e in await _entity_memories(request, app, entity_type, name):
-                await _call(request, app, e.user, "delete", e.id, None)
+                await _call(request, app, M.mem0_user(e.user), "delete", e.id, None)
         return {"message": "Entity deleted successfully."}
 
     @router.api_route("/{rest:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE"], include_in_schema=False,

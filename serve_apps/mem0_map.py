@@ -1,12 +1,22 @@
 """How Mem0's data model maps onto memcluster's (pure functions; the routes are :mod:`serve_apps.mem0_api`).
 
-- The API key selects the memcluster app; Mem0's ``user_id`` is the memcluster user.
+- The API key selects the memcluster app; Mem0's ``user_id`` is the memcluster user, written with
+  ``~`` as ``~0`` and ``/`` as ``~1`` (RFC 6901's escapes; :func:`member`): trpc-agent-py's
+  ``app_name/user_id`` (seed 002's ``save_key``) is the memcluster user ``app_name~1user_id``, which a URL
+  carries unchanged; every other id is the same text in both APIs. Mem0 ids (user, agent, run, app)
+  follow memcluster's identifier rule once escaped: 1..128 characters, no control or format characters,
+  no outer whitespace, not ``.`` / ``..`` or a percent-encoded form (``memclient.segments``).
 - ``agent_id``, ``run_id`` and ``app_id`` are kept in the entry's metadata under the reserved keys
   :data:`AGENT`, :data:`RUN` and :data:`APP`; the caller's own ``metadata`` sits beside them. Keys
   starting with :data:`PREFIX` are reserved: a caller's key with that prefix is refused (422 naming
   ``metadata.<key>``), and they are never returned inside ``metadata``.
-- A Mem0 memory id is ``<memcluster id>.<base64url of the user id>``: Mem0's get, update, delete and
-  history carry no user, and memcluster scopes every read by user.
+- Scopes: in Mem0 a memory is unique within its (user, agent, run, app) scope. A memory without agent,
+  run or app is content-addressed as any memcluster entry; one with a scope carries the caller key
+  :func:`scope_key` (a digest of the scope and the content), so its id is derived from both: the same
+  text for ``agent_id="chef"`` and for ``agent_id="travel"`` is two memories, and an update or delete
+  of one never touches the other. An entry has a scope exactly when it carries such a key.
+- A Mem0 memory id is ``<memcluster id>.<base64url of the Mem0 user id>``: Mem0's get, update, delete
+  and history carry no user, and memcluster scopes every read by user.
 - An update that changes the text rotates the memcluster id (content addressing); the new entry keeps
   the previous id under :data:`PREV`, and the retired one stays as a tombstone (soft delete, the
   default), so :func:`history` can walk the trail: ADD, then one UPDATE per rotation or in-place
@@ -25,15 +35,19 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import itertools
+import json
 import re
 from collections.abc import Mapping, Sequence
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
 from memcore.errors import NotFoundError, ValidationError
+from memcore.fields import check_identifier
 from memcore.metadata import MetadataError, Scalar, check_key
 from memcore.model import Entry
+from memcore.text import normalize
 
 PREFIX = "mem0_"
 AGENT, RUN, APP, PREV = "mem0_agent_id", "mem0_run_id", "mem0_app_id", "mem0_prev_id"
@@ -49,13 +63,55 @@ Conjunction = dict[str, Scalar]
 
 
 # ----------------------------------------------------------------- ids
+def member(value: Any, field: str = "user_id") -> str:
+    """The memcluster id of a Mem0 id (``~`` → ``~0``, ``/`` → ``~1``), checked by the identifier rule;
+    a bad one is 422 naming ``field``."""
+    if not isinstance(value, str):
+        raise ValidationError(f"{field} must be a string", field=field)
+    escaped = value.replace("~", "~0").replace("/", "~1")
+    try:
+        return check_identifier(escaped, field)
+    except ValueError as exc:
+        raise ValidationError(str(exc), field=field) from None
+
+
+def mem0_user(user: str) -> str:
+    """The Mem0 ``user_id`` of a memcluster user (the inverse of :func:`member`)."""
+    return user.replace("~1", "/").replace("~0", "~")
+
+
+def scope_of(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """The Mem0 scope (agent, run, app: their reserved keys) that an entry's or a request's metadata names."""
+    return {k: metadata[k] for k in ENTITY_KEYS.values() if metadata.get(k) is not None}
+
+
+def scope_key(scope: Mapping[str, Any], text: str, *, kind: str = "fact", event_time: str | None = None,
+              participants: Sequence[str] = (), location: str | None = None) -> str | None:
+    """The caller key of a memory in ``scope`` (None without one): a digest of the scope and the content
+    (normalised text and episodic metadata, as memcluster's content address), so the id depends on both."""
+    if not scope:
+        return None
+    canonical = {"v": 1, "scope": {k: scope[k] for k in sorted(scope)}, "text": normalize(text), "kind": kind,
+                 "event_time": event_time or "", "participants": sorted({normalize(p) for p in participants}),
+                 "location": normalize(location or "")}
+    blob = json.dumps(canonical, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return f"{PREFIX}scope:{hashlib.sha256(blob.encode('utf-8')).hexdigest()}"
+
+
+def entry_scope_key(entry: Entry, scope: Mapping[str, Any], text: str | None = None) -> str | None:
+    """:func:`scope_key` of ``entry``'s content (``text`` instead of its own when given) in ``scope``."""
+    return scope_key(scope, entry.text if text is None else text, kind=entry.kind.value,
+                     event_time=entry.event_time.isoformat() if entry.event_time else None,
+                     participants=entry.participants, location=entry.location)
+
+
 def mem0_id(user: str, entry_id: str) -> str:
     tag = base64.urlsafe_b64encode(user.encode("utf-8")).decode("ascii").rstrip("=")
     return f"{entry_id}.{tag}"
 
 
 def split_id(value: str) -> tuple[str, str]:
-    """``(user, memcluster id)`` of a Mem0 memory id; an unreadable one is 404 (no such memory)."""
+    """``(Mem0 user, memcluster id)`` of a Mem0 memory id; an unreadable one is 404 (no such memory)."""
     entry_id, sep, tag = value.partition(".")
     if not sep or not entry_id or not tag:
         raise NotFoundError(f"memory {value!r} not found", field="memory_id")
@@ -109,7 +165,7 @@ def entry_metadata(metadata: Mapping[str, Any], entities: Mapping[str, Any], pre
     for name, key in ENTITY_KEYS.items():
         value = entities.get(name)
         if value is not None:
-            out[key] = _entity_value(value, name)
+            out[key] = entity_value(value, name)
     if prev is not None:
         out[PREV] = prev
     return out
@@ -119,17 +175,17 @@ def reserved(metadata: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in metadata.items() if k.startswith(PREFIX)}
 
 
-def _entity_value(value: Any, field: str) -> str:
-    if not isinstance(value, str) or not value or len(value) > 128:
-        raise ValidationError(f"{field} must be a string of 1..128 characters", field=field)
-    return value
+def entity_value(value: Any, field: str) -> str:
+    """A Mem0 agent, run or app id (stored as given), checked as :func:`member` checks a user id."""
+    member(value, field)
+    return str(value)
 
 
 def to_mem0(entry: Entry, score: float | None = None) -> dict[str, Any]:
     """A memory as Mem0's API returns it."""
     meta = {k: v for k, v in entry.metadata.items() if not k.startswith(PREFIX)}
     out: dict[str, Any] = {
-        "id": mem0_id(entry.user, entry.id), "memory": entry.text, "user_id": entry.user,
+        "id": mem0_id(mem0_user(entry.user), entry.id), "memory": entry.text, "user_id": mem0_user(entry.user),
         "agent_id": entry.metadata.get(AGENT), "run_id": entry.metadata.get(RUN), "app_id": entry.metadata.get(APP),
         "metadata": meta or None, "categories": list(entry.topics), "immutable": False,
         EXPIRATION: expiration_date(entry),
@@ -175,10 +231,10 @@ def _values(value: Any, field: str) -> list[str]:
     if isinstance(value, Mapping):
         if set(value) != {"in"} or not isinstance(value["in"], list) or not value["in"]:
             raise ValidationError("only equality and {\"in\": [...]} are supported", field=field)
-        return [_entity_value(v, field) for v in value["in"]]
+        return [entity_value(v, field) for v in value["in"]]
     if value == "*":
         raise ValidationError("the wildcard '*' is not supported; name the id", field=field)
-    return [_entity_value(value, field)]
+    return [entity_value(value, field)]
 
 
 def _metadata_condition(value: Any, field: str) -> Conjunction:
@@ -254,8 +310,9 @@ def history(entries: Sequence[Entry], entry_id: str) -> list[dict[str, Any]]:
 
 
 def _event(entry: Entry, kind: str, old: str | None, new: str | None, at: datetime) -> dict[str, Any]:
-    mid = mem0_id(entry.user, entry.id)
+    mid = mem0_id(mem0_user(entry.user), entry.id)
     return {"id": f"{mid}:{kind.lower()}:{at.timestamp():.6f}", "memory_id": mid, "event": kind,
-            "old_memory": old, "new_memory": new, "user_id": entry.user, "agent_id": entry.metadata.get(AGENT),
-            "run_id": entry.metadata.get(RUN), "categories": list(entry.topics), "input": [],
+            "old_memory": old, "new_memory": new, "user_id": mem0_user(entry.user),
+            "agent_id": entry.metadata.get(AGENT), "run_id": entry.metadata.get(RUN),
+            "categories": list(entry.topics), "input": [],
             "created_at": _iso(at), "updated_at": _iso(at)}

@@ -4,10 +4,13 @@
 
     with LiveServer(app) as server:
         httpx.get(server.url + "/healthz")
+
+:func:`raw_request` sends one request exactly as written (no client normalises its target).
 """
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 import time
@@ -51,3 +54,26 @@ class LiveServer:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
+
+
+def raw_request(url: str, method: str, target: str, body: bytes = b"",
+                headers: dict[str, str] | None = None) -> tuple[int, Any]:
+    """(status, decoded JSON body or None) of ``METHOD target HTTP/1.1`` sent over a plain socket to ``url``."""
+    host, port = url.removeprefix("http://").split(":")
+    head = [f"{method} {target} HTTP/1.1", f"Host: {host}", "Connection: close", f"Content-Length: {len(body)}",
+            *(f"{k}: {v}" for k, v in (headers or {}).items())]
+    if body:
+        head.append("Content-Type: application/json")
+    with socket.create_connection((host, int(port)), timeout=30) as s:
+        s.sendall(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body)
+        chunks = []
+        while data := s.recv(65536):
+            chunks.append(data)
+    response = b"".join(chunks)
+    status_line, _, rest = response.partition(b"\r\n")
+    _, _, payload = rest.partition(b"\r\n\r\n")
+    try:
+        decoded = json.loads(payload) if payload else None
+    except ValueError:
+        decoded = None
+    return int(status_line.split(b" ", 2)[1]), decoded

@@ -7,6 +7,9 @@ between top-level packages (README, "How it is built"; the integrations are test
 
     memcore ← actors ← serve_apps, jobs ← cluster → memclient (memctl mcp)   memclient: standalone
     examples → memclient    testkit: standalone          bench, tests → anything; nothing → them
+
+One exception: ``memclient.segments`` (the URL rule for ids, standard library only) is imported by the
+server's packages too, so that the rule has one home and the client still installs alone.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ ALLOWED: dict[str, set[str]] = {
     "bench": {"memcore", "actors", "serve_apps", "jobs", "cluster", "memclient", "testkit"},
     "tests": {"memcore", "actors", "serve_apps", "jobs", "cluster", "memclient", "examples", "testkit", "bench"},
 }
+SHARED_LEAVES = {"memclient.segments"}
+"""Modules every package may import: leaves of the standard library only."""
 
 
 def module_name(path: Path) -> str:
@@ -142,8 +147,16 @@ def test_package_edges_follow_the_architecture() -> None:
         for name, deps in graph().items()
         for dep in deps
         if (src := name.split(".")[0]) != (dst := dep.split(".")[0]) and dst not in ALLOWED[src]
+        and dep not in SHARED_LEAVES
     )
     assert wrong == []
+
+
+def test_shared_leaves_import_only_the_standard_library() -> None:
+    for leaf in SHARED_LEAVES:
+        assert graph()[leaf] == set()
+        imported = {target.split(".")[0] for target, _, _ in imports(leaf, MODULES[leaf])}
+        assert imported <= {"__future__", "urllib"}, imported
 
 
 def test_no_private_name_is_imported_across_modules_outside_tests() -> None:

@@ -4,14 +4,27 @@ Install with ``pip install "memcluster-client[langgraph]"``::
 
     store = MemclusterStore.connect("http://127.0.0.1:8000", api_key="...", app="my-app")
     graph = builder.compile(store=store)          # nodes get ``store`` injected
+    store.put(("memories", user_id), str(uuid4()), {"data": "User name is Bob"})   # LangGraph's memory guide
     store.put(("alice", "prefs"), "drink", {"text": "Alice drinks oat-milk flat whites"})
 
-Namespace mapping. With ``app`` given, a namespace is ``(user, *topic_path)``; without it,
-``(app, user, *topic_path)``. Every read and write is scoped to that memcluster app and user; the
-topic path (possibly empty) and the item key become the memcluster entry's caller ``key`` (a JSON
-array ``[*topic_path, key]``), and the value is kept whole in the entry's ``metadata`` (``value``)
-next to the path prefixes that make namespace-prefix searches one metadata equality (``lg_p<depth>``,
-the labels joined by ``.``).
+Which label is the user (``user_from``). With ``app`` given the whole namespace is the app's; without
+it, its first label names the app. Of the labels after that, the memcluster user is:
+
+- by default, the first label that is not a collection name: leading labels found in
+  :data:`COLLECTIONS` (``memories``, ``profile``, ``preferences``, ...) are skipped. So LangGraph's own
+  examples work as written: ``("memories", user_id)`` (the memory guide) and ``(user_id, "memories")``
+  (the persistence guide) both name the user ``user_id``; ``("alice", "prefs")`` names ``alice``. A
+  namespace made only of collection names names no user (:class:`InvalidNamespaceError`);
+- with ``user_from=i``, the label at index ``i`` (for a user id that could be a collection name).
+
+Erasure (``DELETE /v1/apps/{app}/users/{user}``), sharding and every read are then per real user.
+Every other label, in order, is the item's path; the user's place in it is kept (an empty slot, ``.``
+once joined, which no LangGraph label can be), so ``("memories", "alice")`` and ``("alice", "memories")``
+stay two namespaces. Each read and write is scoped to that memcluster app and user; the path (possibly
+empty) and the item key become the memcluster entry's caller ``key`` (a JSON array ``[*path, key]``),
+and the value is kept whole in the entry's ``metadata`` (``value``) next to the path prefixes that make
+namespace-prefix searches one metadata equality (``lg_p<depth>``, the labels joined by ``.``); search
+results are also checked against the namespace prefix itself.
 
 Keys. memcluster's caller key is unique per (app, user); folding the rest of the namespace into it
 gives exactly LangGraph's semantics: the same namespace and key are the same JSON array, so ``put``
@@ -69,12 +82,17 @@ from langgraph.store.base import (  # noqa: E402
 
 from memclient import AsyncMemoryClient, Entry, MemoryClient, SearchHit  # noqa: E402
 
-__all__ = ["MemclusterStore"]
+__all__ = ["COLLECTIONS", "MemclusterStore"]
 
 MARK = "lg"  # metadata flag of entries written by the store
 DEPTH, KEY, VALUE, PREFIX, TTL = "lg_depth", "lg_key", "value", "lg_p", "lg_ttl"
 #: the most entries one listing reads (the server's read limit)
 READ_LIMIT = 1000
+#: collection labels that precede the user id in LangGraph's examples (``("memories", user_id)``)
+COLLECTIONS = frozenset({"memories", "memory", "user_memories", "profile", "profiles", "preferences", "facts",
+                         "episodes", "instructions", "procedures"})
+#: the user's place in an item's path when other labels precede it (no LangGraph label is "." or holds one)
+USER_SLOT = "."
 
 
 @dataclass(frozen=True)
@@ -82,6 +100,7 @@ class Scope:
     app: str
     user: str
     path: tuple[str, ...]
+    """The namespace's other labels; :data:`USER_SLOT` where the user stood when labels precede it."""
 
 
 def _prefixes(path: Sequence[str]) -> dict[str, str]:
@@ -153,18 +172,25 @@ class MemclusterStore(BaseStore):
         *,
         app: str | None = None,
         index_fields: Sequence[str] | None = None,
+        user_from: int | None = None,
     ) -> None:
+        """``user_from``: the index of the user label (after the app label when ``app`` is None); None:
+        the first label not in :data:`COLLECTIONS` (the module docstring)."""
         if client is None and aclient is None:
             raise ValueError("MemclusterStore needs a MemoryClient, an AsyncMemoryClient or both")
-        self.client, self.aclient, self.app = client, aclient, app
+        if user_from is not None and (isinstance(user_from, bool) or not isinstance(user_from, int) or user_from < 0):
+            raise ValueError(f"user_from is the index of the user label (0 or more); got {user_from!r}")
+        self.client, self.aclient, self.app, self.user_from = client, aclient, app, user_from
         self.index_fields = list(index_fields) if index_fields is not None else None
 
     @classmethod
     def connect(cls, base_url: str, api_key: str | None = None, *, app: str | None = None,
-                timeout: float = 10.0, index_fields: Sequence[str] | None = None) -> MemclusterStore:
+                timeout: float = 10.0, index_fields: Sequence[str] | None = None,
+                user_from: int | None = None) -> MemclusterStore:
         """A store with a sync and an async client of ``base_url`` (close with :meth:`close` / :meth:`aclose`)."""
         return cls(MemoryClient(base_url, api_key=api_key, timeout=timeout),
-                   AsyncMemoryClient(base_url, api_key=api_key, timeout=timeout), app=app, index_fields=index_fields)
+                   AsyncMemoryClient(base_url, api_key=api_key, timeout=timeout), app=app, index_fields=index_fields,
+                   user_from=user_from)
 
     def close(self) -> None:
         if self.client is not None:
@@ -180,15 +206,29 @@ class MemclusterStore(BaseStore):
         ns = tuple(namespace)
         need = 1 if self.app is not None else 2
         if len(ns) < need:
-            what = "(user, ...)" if self.app is not None else "(app, user, ...)"
+            what = "(..., user, ...)" if self.app is not None else "(app, ..., user, ...)"
             raise InvalidNamespaceError(f"a memcluster namespace is {what}; got {ns!r}")
-        if self.app is not None:
-            return Scope(self.app, ns[0], ns[1:])
-        return Scope(ns[0], ns[1], ns[2:])
+        app, labels = (self.app, ns) if self.app is not None else (ns[0], ns[1:])
+        at = self.user_index(ns, labels)
+        path = labels[1:] if at == 0 else (*labels[:at], USER_SLOT, *labels[at + 1:])
+        return Scope(app, labels[at], path)
+
+    def user_index(self, ns: tuple[str, ...], labels: tuple[str, ...]) -> int:
+        """Where the user label is among ``labels`` (the namespace after its app label, if any)."""
+        if self.user_from is not None:
+            if self.user_from >= len(labels):
+                raise InvalidNamespaceError(f"user_from={self.user_from}, but namespace {ns!r} has no label there")
+            return self.user_from
+        for i, label in enumerate(labels):
+            if label not in COLLECTIONS:
+                return i
+        raise InvalidNamespaceError(f"namespace {ns!r} names no user: every label is a collection name "
+                                    f"({', '.join(sorted(COLLECTIONS))}); add the user id, or set user_from")
 
     def namespace(self, scope: Scope, path: Sequence[str]) -> tuple[str, ...]:
-        head = (scope.user,) if self.app is not None else (scope.app, scope.user)
-        return (*head, *path)
+        labels = (tuple(scope.user if label == USER_SLOT else label for label in path) if USER_SLOT in path
+                  else (scope.user, *path))
+        return labels if self.app is not None else (scope.app, *labels)
 
     @staticmethod
     def prefix_filter(path: Sequence[str], **extra: Any) -> dict[str, Any]:
@@ -219,7 +259,7 @@ class MemclusterStore(BaseStore):
 
     def item(self, scope: Scope, entry: Entry, score: float | None = None, *, search: bool = False) -> Item:
         meta = entry.metadata
-        namespace = self.namespace(scope, tuple(json.loads(entry.key or "[]")[:-1]))
+        namespace = self._namespace_of(scope, entry)
         key, value = str(meta.get(KEY, "")), dict(meta.get(VALUE) or {})
         if search:
             return SearchItem(namespace=namespace, key=key, value=value, created_at=entry.created_at,
@@ -231,17 +271,23 @@ class MemclusterStore(BaseStore):
     def _stored(entry: Entry) -> bool:
         return entry.metadata.get(MARK) is True and entry.key is not None and KEY in entry.metadata
 
-    def page(self, op: SearchOp, hits: Sequence[SearchHit] | None,
+    def page(self, scope: Scope, op: SearchOp, hits: Sequence[SearchHit] | None,
              entries: Sequence[Entry] | None) -> list[tuple[Entry, float | None]]:
-        """The entries (and scores) of the search's answer: the store's items passing ``filter``, paged."""
+        """The entries (and scores) of the search's answer: the store's items under the namespace prefix
+        passing ``filter``, paged."""
         found: list[tuple[Entry, float | None]]
         if hits is not None:
             found = [(h.entry, h.score) for h in hits]
         else:
             found = [(e, None) for e in entries or ()]
+        prefix = tuple(op.namespace_prefix)
         chosen = [(e, s) for e, s in found
-                  if self._stored(e) and _matches_filter(e.metadata.get(VALUE) or {}, op.filter)]
+                  if self._stored(e) and self._namespace_of(scope, e)[: len(prefix)] == prefix
+                  and _matches_filter(e.metadata.get(VALUE) or {}, op.filter)]
         return chosen[op.offset: op.offset + op.limit]
+
+    def _namespace_of(self, scope: Scope, entry: Entry) -> tuple[str, ...]:
+        return self.namespace(scope, tuple(json.loads(entry.key or "[]")[:-1]))
 
     def search_items(self, scope: Scope, chosen: Sequence[tuple[Entry, float | None]]) -> list[SearchItem]:
         out = [self.item(scope, e, s, search=True) for e, s in chosen]
@@ -254,11 +300,13 @@ class MemclusterStore(BaseStore):
 
     def list_scope(self, op: ListNamespacesOp) -> Scope:
         for cond in op.match_conditions or ():
-            if cond.match_type == "prefix" and "*" not in cond.path[: (1 if self.app is not None else 2)]:
+            if cond.match_type == "prefix":
                 try:
-                    return self.scope(cond.path)
+                    scope = self.scope(cond.path)
                 except InvalidNamespaceError:
                     continue
+                if "*" not in (scope.app, scope.user):
+                    return scope
         raise ValueError("list_namespaces on memcluster needs a prefix naming the app and user "
                          "(memcluster has no cross-user listing)")
 
@@ -266,7 +314,7 @@ class MemclusterStore(BaseStore):
         seen: set[tuple[str, ...]] = set()
         for e in entries:
             if self._stored(e):
-                ns = self.namespace(scope, tuple(json.loads(e.key or "[]")[:-1]))
+                ns = self._namespace_of(scope, e)
                 if all(_does_match(c, ns) for c in op.match_conditions or ()):
                     seen.add(ns[: op.max_depth] if op.max_depth is not None else ns)
         return sorted(seen)[op.offset: op.offset + op.limit]
@@ -314,9 +362,10 @@ class MemclusterStore(BaseStore):
                 if op.query:
                     hits = mc.search(scope.app, scope.user, op.query, max_results=self.fetch_size(op),
                                      metadata_filter=flt)
-                    chosen = self.page(op, hits, None)
+                    chosen = self.page(scope, op, hits, None)
                 else:
-                    chosen = self.page(op, None, mc.read(scope.app, scope.user, READ_LIMIT, metadata_filter=flt))
+                    chosen = self.page(scope, op, None, mc.read(scope.app, scope.user, READ_LIMIT,
+                                                                metadata_filter=flt))
                 if op.refresh_ttl:
                     fresh = self._refresh(mc, scope, [e for e, _ in chosen])
                     chosen = [(e, sc) for e, (_, sc) in zip(fresh, chosen, strict=True)]
@@ -372,10 +421,10 @@ class MemclusterStore(BaseStore):
                 if op.query:
                     hits = await mc.search(scope.app, scope.user, op.query, max_results=self.fetch_size(op),
                                            metadata_filter=flt)
-                    chosen = self.page(op, hits, None)
+                    chosen = self.page(scope, op, hits, None)
                 else:
-                    chosen = self.page(op, None, await mc.read(scope.app, scope.user, READ_LIMIT,
-                                                               metadata_filter=flt))
+                    chosen = self.page(scope, op, None, await mc.read(scope.app, scope.user, READ_LIMIT,
+                                                                      metadata_filter=flt))
                 if op.refresh_ttl:
                     fresh = await self._arefresh(mc, scope, [e for e, _ in chosen])
                     chosen = [(e, sc) for e, (_, sc) in zip(fresh, chosen, strict=True)]

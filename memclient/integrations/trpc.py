@@ -10,7 +10,9 @@
   ``session.save_key`` = ``"{app_name}/{user_id}"`` (``search_memory`` gets the same ``key``);
   memcluster's app is ``app_name`` (or the ``app`` given to the service, for every trpc app) and
   memcluster's user is ``user_id``; the trpc ``session.id`` is memcluster's session. memcluster ids
-  cannot contain ``/``, so the split at the first ``/`` is unambiguous.
+  cannot contain ``/``, so the split at the first ``/`` is unambiguous; a ``user_id`` that breaks the URL
+  rule (``org/alice``, ``..``: ``memclient.segments``) raises :class:`memclient.InvalidRequest` naming
+  ``user`` before anything is sent.
 
   ``store_session`` sends the session's user and model text events to memcluster's ingest (the whole
   session each time is fine: the server's cursor extracts only the delta); function calls and their
@@ -28,8 +30,10 @@
   ``save_memory`` answers ``{status: success, message, result, user_id}`` or
   ``{status: error, message, user_id}`` (the error names the cause).
 
-Errors of the service raise :class:`memclient.MemclientError` subclasses (the Runner logs a failed
-post-turn ``store_session``); a search never turns an error into "no memories".
+Errors of the service raise :class:`memclient.MemclientError` subclasses; a search never turns an error
+into "no memories" (through ``load_memory`` the Runner yields it as a ``tool_execution_failed`` event). The
+Runner only logs a failed post-turn ``store_session``, so the service also keeps it: ``errors`` maps a
+trpc session id to its latest failure (field and message), until a later store of that session succeeds.
 """
 
 from __future__ import annotations
@@ -56,16 +60,22 @@ from trpc_agent_sdk.types import (  # noqa: E402
     Type,
 )
 
-from memclient import AsyncMemoryClient, MemclientError, SearchHit  # noqa: E402
+from memclient import AsyncMemoryClient, InvalidRequest, MemclientError, SearchHit  # noqa: E402
+from memclient.segments import segment_problem  # noqa: E402
 
 __all__ = ["MemclusterMemoryService", "SaveMemoryTool", "SearchMemoryTool", "events_of", "split_key"]
 
 
 def split_key(key: str, app: str | None = None) -> tuple[str, str]:
-    """``"{app_name}/{user_id}"`` as memcluster's (app, user); ``app`` replaces the app when given."""
+    """``"{app_name}/{user_id}"`` as memcluster's (app, user); ``app`` replaces the app when given. A
+    part that cannot be a memcluster id in a URL raises :class:`InvalidRequest` naming ``app`` or ``user``."""
     head, sep, user = key.partition("/")
     if not sep or not head or not user:
         raise ValueError(f"a trpc memory key is 'app_name/user_id'; got {key!r}")
+    for field, value in (("app", app or head), ("user", user)):
+        problem = segment_problem(value)
+        if problem is not None:
+            raise InvalidRequest(f"trpc memory key {key!r}: {field} {problem}", error="ValidationError", field=field)
     return (app or head), user
 
 
@@ -114,6 +124,8 @@ class MemclusterMemoryService(BaseMemoryService):
         self.client, self.app, self.wait_s = client, app, wait_s
         self.jobs: dict[str, str] = {}
         """The latest ingest job id per trpc session id."""
+        self.errors: dict[str, MemclientError] = {}
+        """The latest failed ``store_session`` per trpc session id (the Runner only logs it)."""
 
     async def store_session(self, session: Session, agent_context: AgentContext | None = None) -> None:
         if not self.enabled:
@@ -121,8 +133,13 @@ class MemclusterMemoryService(BaseMemoryService):
         events = events_of(session)
         if not events:
             return
-        app, user = split_key(session.save_key, self.app)
-        job_id = (await self.client.ingest(app, user, session.id, events)).job_id
+        try:
+            app, user = split_key(session.save_key, self.app)
+            job_id = (await self.client.ingest(app, user, session.id, events)).job_id
+        except MemclientError as exc:
+            self.errors[session.id] = exc
+            raise
+        self.errors.pop(session.id, None)
         self.jobs[session.id] = job_id
         if self.wait_s > 0:
             await self._wait(job_id)

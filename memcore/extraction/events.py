@@ -14,7 +14,8 @@ in arrival order (:mod:`actors.archive`): a client's clock never hides a new eve
 Validation limits (a bad value raises :class:`pydantic.ValidationError`;
 :func:`memcore.validation.validate` turns it into :class:`memcore.errors.ValidationError` naming the field):
 
-- id: 1..256 characters, no control characters;
+- id: 1..256 characters, no control characters, nothing a URL would change (it is a path segment of
+  ``DELETE .../sessions/{session}/events/{event_id}``; :mod:`memclient.segments`);
 - content: at most 65,536 bytes (UTF-8) of text; tool_calls: at most 128 objects;
 - tool_call_id, name: at most 256 characters; timestamp: ISO-8601 (naive values are taken as
   UTC), not later than the time of receipt plus the configured clock skew (:func:`identify`);
@@ -31,6 +32,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from memclient.segments import check_segment
 from memcore.errors import ValidationError
 from memcore.fields import utc
 from memcore.model import Operation
@@ -54,7 +56,7 @@ def check_event_id(v: str) -> str:
         raise ValueError(f"event id is longer than {MAX_EVENT_ID_CHARS} characters")
     if any(unicodedata.category(ch).startswith("C") for ch in v):
         raise ValueError("event id contains control or unassigned characters")
-    return v
+    return check_segment(v, "event id")
 
 
 def check_content(v: str) -> str:

@@ -27,7 +27,7 @@ from trpc_agent_sdk.sessions import InMemorySessionService
 from trpc_agent_sdk.types import Content, Part, SearchMemoryResponse
 
 from examples.trpc_agent_memory import ask, build_runner
-from memclient import AsyncMemoryClient, Unavailable
+from memclient import AsyncMemoryClient, InvalidRequest, Unavailable
 from memclient.integrations.trpc import (
     MemclusterMemoryService,
     SaveMemoryTool,
@@ -129,6 +129,38 @@ async def test_service_methods_and_mapping(memcluster: str) -> None:
         fixed = MemclusterMemoryService(mc, enabled=True, app="trpc-unit", wait_s=20)
         assert (await fixed.search_memory("other-app/carol", "bike Brompton")).memories
     assert split_key("a/u") == ("a", "u") and split_key("a/u", "x") == ("x", "u")
+
+
+async def test_a_user_id_a_url_would_change_surfaces_naming_the_field(memcluster: str) -> None:
+    """trpc user ids such as 'org/alice' cannot be a memcluster user (the URL rule): the error names ``user``
+    in the Runner's event stream (load_memory) and in ``service.errors`` (the post-turn store), not only in
+    a log line; nothing is sent."""
+    for key in ("app/org/alice", "app/..", "app/%2e"):
+        with pytest.raises(InvalidRequest) as err:
+            split_key(key)
+        assert err.value.field == "user"
+    async with AsyncMemoryClient(memcluster) as mc:
+        service = MemclusterMemoryService(mc, enabled=True, wait_s=20)
+        with pytest.raises(InvalidRequest) as stored:
+            await service.store_session(_session([("user", "My bike is green.")], user="org/hana"))
+        assert stored.value.field == "user" and service.errors["s-unit"] is stored.value
+        await service.store_session(_session([("user", "My bike is green.")], user="hana"))
+        assert "s-unit" not in service.errors  # a later success clears it
+
+        recall = [tool_call("load_memory", {"query": "bike"})]
+        with ScriptedLLM([recall, "unused"]) as llm:
+            model = OpenAIModel(model_name="scripted", base_url=llm.base_url, api_key="test")
+            runner = build_runner(mc, model, "trpc-app", wait_s=20)
+            failures = []
+            async for event in runner.run_async(user_id="org/ines", session_id="s-org",
+                                                new_message=Content(role="user", parts=[Part(text="My bike?")])):
+                if event.error_code:
+                    failures.append(event.error_message or "")
+            await runner.close()
+        assert any("ValidationError" in f and "user must not contain '/'" in f for f in failures), failures
+        memory = runner.memory_service
+        assert isinstance(memory, MemclusterMemoryService)
+        assert memory.errors["s-org"].field == "user"
 
 
 async def test_disabled_stores_and_finds_nothing(memcluster: str) -> None:

@@ -340,7 +340,7 @@ def _check_auto_memory_calls(stub: _AutoMemoryStub, job_id: str, job: Job, recal
     assert job.data["operations"] == [{"type": "add"}]
     assert recalled["hits"][0]["session"] == "s1"
     (m1, p1, b1, auth), (m2, p2, _, _), (m3, p3, b3, _) = stub.seen
-    assert (m1, p1, auth) == ("POST", "/v1/apps/app-a/users/u%201/sessions/s%2F1/events", f"Bearer {KEY}")
+    assert (m1, p1, auth) == ("POST", "/v1/apps/app-a/users/u%201/sessions/s%201/events", f"Bearer {KEY}")
     assert b1 == {"events": [{"id": "e1", "role": "user", "content": "hi", "timestamp": "2024-01-01T00:00:00+00:00"}]}
     assert (m2, p2) == ("GET", "/v1/jobs/job-1")
     assert (m3, p3, b3) == ("POST", "/v1/apps/app-a/users/u%201/sessions/recall",
@@ -353,14 +353,14 @@ _EVENTS = [{"id": "e1", "role": "user", "content": "hi", "timestamp": datetime(2
 def test_auto_memory_methods() -> None:
     stub = _AutoMemoryStub()
     with MemoryClient(api_key=KEY, transport=httpx.MockTransport(stub)) as mc:
-        job_id = mc.ingest(APP, "u 1", "s/1", _EVENTS).job_id
+        job_id = mc.ingest(APP, "u 1", "s 1", _EVENTS).job_id
         _check_auto_memory_calls(stub, job_id, mc.job(job_id), mc.recall(APP, "u 1", "hello", max_results=3))
 
 
 async def test_async_auto_memory_methods() -> None:
     stub = _AutoMemoryStub()
     async with AsyncMemoryClient(api_key=KEY, transport=httpx.MockTransport(stub)) as mc:
-        job_id = (await mc.ingest(APP, "u 1", "s/1", _EVENTS)).job_id
+        job_id = (await mc.ingest(APP, "u 1", "s 1", _EVENTS)).job_id
         job, recalled = await mc.job(job_id), await mc.recall(APP, "u 1", "hello", max_results=3)
         _check_auto_memory_calls(stub, job_id, job, recalled)
 

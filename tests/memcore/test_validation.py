@@ -13,8 +13,10 @@ from memcore.model import Memory
 from memcore.validation import check_session, error_of, first_error, make_key, validate
 
 BAD = ["", " a", "a ", "a/b", "x" * (MAX_ID_CHARS + 1), "tab\there", "nul\x00", "zero\u200bwidth",
-       "bidi\u202eflip", "bom\ufeff", "private\ue000"]
-GOOD = ["a", "user-42", "Zoë", "用户", "x" * MAX_ID_CHARS, "with space"]
+       "bidi\u202eflip", "bom\ufeff", "private\ue000",
+       # ids a URL would change (memclient.segments): dot segments, '/', and their percent-encoded forms
+       ".", "..", "%2e", "%2E%2e", "%2f", "a%2Fb", "%252e", "..%2F.."]
+GOOD = ["a", "user-42", "Zoë", "用户", "x" * MAX_ID_CHARS, "with space", "...", "100%", "%25", "a.b", "e%20x"]
 
 
 @pytest.mark.parametrize("value", BAD)
