@@ -16,99 +16,42 @@ that no remaining active entry of the user was also made from (all of them with 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any, Literal
+from typing import Literal
 
-from actors.archive import SqliteArchive
 from memcore.fields import now_utc
 from memcore.model import Entry, UserKey
+from memcore.ports import EventArchive
 from memcore.service import MemoryService
 
-VISIBLE, HIDDEN, REMOVED = 0, 1, 2
-_CHUNK = 500
 
-
-def _chunks(ids: Sequence[str]) -> Iterable[list[str]]:
-    unique = list(dict.fromkeys(ids))
-    for i in range(0, len(unique), _CHUNK):
-        yield unique[i:i + _CHUNK]
-
-
-def erase_user(archive: SqliteArchive, key: UserKey) -> dict[str, int]:
-    """Delete every archived row of ``key``; returns the counts by table."""
-    scope = (key.app, key.user)
-    with archive.transaction() as db:
-        db.execute("DELETE FROM events_fts WHERE rowid IN (SELECT rowid FROM events WHERE app = ? AND user = ?)",
-                   scope)
-        counts = {name: int(db.execute(f"DELETE FROM {name} WHERE app = ? AND user = ?", scope).rowcount)
-                  for name in ("events", "sessions", "jobs", "access")}
-    return counts
-
-
-def drop_sources(archive: SqliteArchive, key: UserKey, event_ids: Sequence[str],
+def drop_sources(archive: EventArchive, key: UserKey, event_ids: Sequence[str],
                  how: Literal["hide", "remove"]) -> int:
     """Hide or remove ``key``'s archived turns with these event ids (any session); returns how many changed."""
-    changed = 0
-    with archive.transaction() as db:
-        for chunk in _chunks(event_ids):
-            marks = ", ".join("?" * len(chunk))
-            where = f"app = ? AND user = ? AND id IN ({marks})"
-            args: list[Any] = [key.app, key.user, *chunk]
-            if how == "hide":
-                changed += int(db.execute(f"UPDATE events SET hidden = {HIDDEN} WHERE {where} AND hidden = {VISIBLE}",
-                                          args).rowcount)
-                continue
-            db.execute(f"DELETE FROM events_fts WHERE rowid IN (SELECT rowid FROM events WHERE {where}"
-                       f" AND hidden != {REMOVED})", args)
-            changed += int(db.execute(f"UPDATE events SET hidden = {REMOVED}, content = '' WHERE {where}"
-                                      f" AND hidden != {REMOVED}", args).rowcount)
-    return changed
+    turns = [t.turn for t in archive.events.turns(key, ids=event_ids)]
+    return archive.events.hide(key, turns) if how == "hide" else archive.events.remove(key, turns)
 
 
-def _turns_where(key: UserKey, session: str, event_ids: Sequence[str] | None) -> tuple[str, list[Any]]:
-    where, args = "app = ? AND user = ? AND session = ?", [key.app, key.user, session]
-    if event_ids is not None:
-        where += f" AND id IN ({', '.join('?' * len(event_ids))})" if event_ids else " AND 0"
-        args += list(event_ids)
-    return where + f" AND hidden != {REMOVED}", args
-
-
-def session_turns(archive: SqliteArchive, key: UserKey, session: str, event_ids: Sequence[str] | None) -> set[str]:
+def session_turns(archive: EventArchive, key: UserKey, session: str, event_ids: Sequence[str] | None) -> set[str]:
     """Ids of ``key``'s not yet removed turns of ``session`` (those of ``event_ids``, or all)."""
-    where, args = _turns_where(key, session, event_ids)
-    return {r[0] for r in archive.query(f"SELECT id FROM events WHERE {where}", args)}
+    return {t.event_id for t in archive.events.turns(key, session=session, ids=event_ids) if t.state != "removed"}
 
 
-def remove_turns(archive: SqliteArchive, key: UserKey, session: str, event_ids: Sequence[str] | None) -> list[str]:
+def remove_turns(archive: EventArchive, key: UserKey, session: str, event_ids: Sequence[str] | None) -> list[str]:
     """Remove (blank, drop from recall) ``key``'s archived turns of ``session``: those with these event ids, or
-    all of them (None), in one transaction; returns the ids of the turns that were not removed before."""
-    where, args = _turns_where(key, session, event_ids)
-    with archive.transaction() as db:
-        ids = [r[0] for r in db.execute(f"SELECT id FROM events WHERE {where}", args)]
-        db.execute(f"DELETE FROM events_fts WHERE rowid IN (SELECT rowid FROM events WHERE {where})", args)
-        db.execute(f"UPDATE events SET hidden = {REMOVED}, content = '' WHERE {where}", args)
-    return ids
+    all of them (None); returns the ids of the turns that were not removed before."""
+    turns = [t.turn for t in archive.events.turns(key, session=session, ids=event_ids) if t.state != "removed"]
+    archive.events.remove(key, turns)
+    return [t.event_id for t in turns]
 
 
-def gone_ids(archive: SqliteArchive, key: UserKey) -> set[str]:
+def visible_ids(archive: EventArchive, key: UserKey, event_ids: Sequence[str]) -> set[str]:
+    """Which of these event ids of ``key`` are archived and visible (in any session)."""
+    return {t.event_id for t in archive.events.turns(key, ids=event_ids) if t.visible}
+
+
+def gone_ids(archive: EventArchive, key: UserKey) -> set[str]:
     """Event ids of ``key``'s hidden or removed turns."""
-    return {r[0] for r in archive.query("SELECT id FROM events WHERE app = ? AND user = ? AND hidden != 0",
-                                        (key.app, key.user))}
-
-
-def expire_events(archive: SqliteArchive, app: str, cutoff_us: int) -> int:
-    """Delete ``app``'s archived turns older than ``cutoff_us`` (their timestamp), except those an unfinished
-    extraction job of their session has yet to read; returns how many."""
-    where = ("app = ? AND ts_us < ? AND NOT (extracted = 0 AND EXISTS (SELECT 1 FROM jobs j WHERE j.app = events.app"
-             " AND j.user = events.user AND j.session = events.session AND j.status IN ('queued', 'running')))")
-    with archive.transaction() as db:
-        db.execute(f"DELETE FROM events_fts WHERE rowid IN (SELECT rowid FROM events WHERE {where})", (app, cutoff_us))
-        return int(db.execute(f"DELETE FROM events WHERE {where}", (app, cutoff_us)).rowcount)
-
-
-def compact_archive(archive: SqliteArchive) -> None:
-    """Merge the recall index (dropping deleted postings), rewrite the file, truncate the WAL."""
-    archive.maintenance_sql("INSERT INTO events_fts (events_fts) VALUES ('optimize')", "VACUUM",
-                            "PRAGMA wal_checkpoint(TRUNCATE)")
+    return {t.event_id for t in archive.events.turns(key) if not t.visible}
 
 
 # ------------------------------------------------------------------ entries

@@ -4,8 +4,8 @@ Every method runs inside the user's write turn (the shard calls it through ``_wr
 :meth:`ShardErasure.compact`, which freezes all writes itself. A deletion applies to the serving
 generation, to every other generation of the shard (the staging one of a running re-extraction and
 the retired ones on disk, :meth:`actors.generations.Generations.others`) and to the archived turns
-(:mod:`actors.erasure`). Anything removed for good marks the shard for compaction (the file
-``compact.needed`` in the shard directory, so a restart does not lose it); the maintenance loop
+(:mod:`actors.erasure`). Anything removed for good marks the shard for compaction (the marker
+``compact.needed`` in the shard directory, :mod:`memcore.layout`, so a restart does not lose it); the maintenance loop
 compacts a marked shard on its next sweep, ``memctl compact`` at once.
 """
 
@@ -15,27 +15,22 @@ import logging
 from typing import Any
 
 from actors import erasure
-from actors.archive import SqliteArchive
-from actors.current import CurrentService
+from actors.context import ShardContext
 from actors.generations import Generations
-from memcore import layout
 from memcore.model import UserKey
 from memcore.service import MemoryService
-from memcore.settings import Settings
 
-COMPACT_MARKER = "compact.needed"
 log = logging.getLogger(__name__)
 
 
 class ShardErasure:
-    def __init__(self, settings: Settings, shard: int, current: CurrentService, archive: SqliteArchive,
-                 generations: Generations) -> None:
-        self.settings = settings
-        self.shard = shard
-        self.current = current
-        self.archive = archive
+    def __init__(self, ctx: ShardContext, generations: Generations) -> None:
+        self.layout = ctx.layout
+        self.shard = ctx.shard
+        self.current = ctx.current
+        self.archive = ctx.archive
         self.generations = generations
-        self.marker = layout.shard_dir(settings, shard) / COMPACT_MARKER
+        self.marker = ctx.layout.compact_marker
 
     def _hard(self, hard: bool | None) -> bool:
         return (not self.current.get().config.soft_delete) if hard is None else hard
@@ -70,7 +65,7 @@ class ShardErasure:
         cleared = service.clear(key, hard=hard)
         gone = erasure.orphaned_sources(removed, [], purge=True)
         if purge_sources:
-            gone |= {e.id for e in self.archive.read(key)} | erasure.gone_ids(self.archive, key)
+            gone |= {e.id for e in self.archive.events.read(key)} | erasure.gone_ids(self.archive, key)
         with self.generations.others() as others:
             for other in others:
                 other.clear(key, hard=hard)
@@ -86,7 +81,7 @@ class ShardErasure:
         doomed_turns = erasure.session_turns(self.archive, key, session, event_ids)
         entries = list(service.vectors.scroll(key, include_deleted=True))
         cited = {p for e in entries for p in e.provenance}
-        still = self.archive.visible(key, sorted(cited - doomed_turns)) if cited else set()
+        still = erasure.visible_ids(self.archive, key, sorted(cited - doomed_turns)) if cited else set()
         doomed = erasure.sourceless(entries, doomed_turns, still)
         if doomed:
             service.vectors.delete(key, doomed)
@@ -104,7 +99,7 @@ class ShardErasure:
     def forget(self, key: UserKey) -> dict[str, Any]:
         """Erase everything of ``key`` in this shard; returns the counts of what was removed."""
         service = self.current.get()
-        events = {e.id for e in self.archive.read(key)} | erasure.gone_ids(self.archive, key)
+        events = {e.id for e in self.archive.events.read(key)} | erasure.gone_ids(self.archive, key)
         entries = service.vectors.count(key, include_deleted=True)
         service.vectors.delete_user(key)
         service.keywords.delete_user(key)
@@ -114,7 +109,7 @@ class ShardErasure:
                 elsewhere += other.vectors.count(key, include_deleted=True)
                 other.vectors.delete_user(key)
                 other.keywords.delete_user(key)
-        rows = erasure.erase_user(self.archive, key)
+        rows = self.archive.erase_user(key)
         self.generations.note_gone(key, events)
         self.marker.touch()
         return {"app": key.app, "user": key.user, "entries": entries, "other_generation_entries": elsewhere,
@@ -125,10 +120,10 @@ class ShardErasure:
         """Rewrite the shard's stores and archive without deleted data (see the module doc)."""
         self.marker.unlink(missing_ok=True)
         try:
-            result = self.generations.compact(layout.embedded(self.settings))
+            result = self.generations.compact(self.layout.embedded)
             if "skipped" in result:
                 self.marker.touch()
-            erasure.compact_archive(self.archive)
+            self.archive.compact()
         except BaseException:
             self.marker.touch()
             raise

@@ -15,13 +15,12 @@ from typing import Annotated, Any, Literal
 from fastapi import Query
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from actors.archive import RecallHit
-from actors.job_table import JobStatus
 from memcore.errors import ValidationError
 from memcore.extraction.events import MessageBatch
 from memcore.fields import check_topics, encodable
 from memcore.metadata import MetadataError, Scalar, check_filter
 from memcore.model import Entry, InjectionMode, Memory, MemoryPatch, PreloadStrategy
+from memcore.records import JobStatus, RecallHit
 from memcore.search_model import SearchOptions, TopicsMatch
 from memcore.settings import ToolMode
 from memcore.vocabulary import MAX_TOKENS_LIMIT

@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 
 from actors.extraction_queue import job_shard, new_job_id
-from actors.job_table import JobRecord
 from actors.shard import ShardCore
 from memcore.errors import ValidationError
 from memcore.extraction.events import ExtractionResult
@@ -25,6 +24,7 @@ from memcore.extraction.verbatim import VerbatimExtractor
 from memcore.extraction.wrapper import ExtractorWrapper
 from memcore.fields import now_utc
 from memcore.model import UserKey
+from memcore.records import JobRecord
 from memcore.service import MemoryService
 from testkit.scripted_llm import Reply, ScriptedLLM, messages_text, tool_call
 from tests.actors.conftest import MakeCore, done
@@ -57,7 +57,7 @@ def test_ingest_validates_events_and_session(make_core: MakeCore) -> None:
         with pytest.raises(ValidationError) as bad_session:
             core.ingest(A, session, turns(1))
         assert bad_session.value.field == "session"
-    assert core.archive.read(A) == []
+    assert core.archive.events.read(A) == []
 
 
 # ------------------------------------------------------------------ delta and cursor
@@ -69,7 +69,7 @@ def test_whole_session_resent_extracts_only_the_delta(make_core: MakeCore) -> No
     assert second.upto == T0 + timedelta(minutes=3)
     second = done(core, second)
     assert second.counts["events"] == 2 and second.counts["applied"] == 2
-    assert second.cursor == T0 + timedelta(minutes=3) == core.archive.last_extract_at(A, "s1")
+    assert second.cursor == T0 + timedelta(minutes=3) == core.archive.sessions.last_extract_at(A, "s1")
     assert provenance(core) == [["e0"], ["e1"], ["e2"], ["e3"]]
     again = core.ingest(A, "s1", turns(4))
     assert again.status == "skipped" and "no new" in (again.reason or "")
@@ -132,7 +132,7 @@ def test_declining_checker_is_a_no_op(make_core: MakeCore, scripted_llm: Scripte
     skipped = core.ingest(A, "s1", turns(2, text="token-{i}"))
     assert skipped.status == "skipped" and "checker declined" in (skipped.reason or "")
     assert core.job(skipped.job_id).status == "skipped"
-    assert scripted_llm.requests == [] and core.read(A) == [] and core.archive.last_extract_at(A, "s1") is None
+    assert scripted_llm.requests == [] and core.read(A) == [] and core.archive.sessions.last_extract_at(A, "s1") is None
     scripted_llm.push(remember_tokens)
     ran = done(core, core.ingest(A, "s1", turns(3, text="token-{i}")))  # 3 > 2: all three pending turns
     assert ran.status == "done" and ran.counts["events"] == 3
@@ -147,7 +147,7 @@ def test_time_interval_checker(make_core: MakeCore) -> None:
     assert first.status == "done"
     later = core.ingest(A, "s1", turns(4, t0=t0))  # minutes after the last extraction
     assert later.status == "skipped" and "checker declined" in (later.reason or "")
-    assert core.archive.last_extract_at(A, "s1") == first.cursor
+    assert core.archive.sessions.last_extract_at(A, "s1") == first.cursor
 
 
 def test_sessions_with_external_context_are_skipped(make_core: MakeCore) -> None:
@@ -157,8 +157,8 @@ def test_sessions_with_external_context_are_skipped(make_core: MakeCore) -> None
            *turns(1, start=1)]
     job = core.ingest(A, "rag", rag)
     assert job.status == "skipped" and "external context" in (job.reason or "")
-    assert core.read(A) == [] and core.archive.last_extract_at(A, "rag") is None
-    assert [e.id for e in core.archive.read(A, "rag")] == ["e0", "e1"]  # still archived for recall
+    assert core.read(A) == [] and core.archive.sessions.last_extract_at(A, "rag") is None
+    assert [e.id for e in core.archive.events.read(A, "rag")] == ["e0", "e1"]  # still archived for recall
     assert done(core, core.ingest(A, "plain", turns(2, prefix="p"))).status == "done"
 
 
@@ -241,7 +241,7 @@ def test_extractor_500_fails_and_keeps_the_cursor(make_core: MakeCore, scripted_
     scripted_llm.push(Reply(status=500, body={"error": {"message": "boom", "type": "server_error"}}))
     failed = done(core, core.ingest(A, "s1", turns(2, text="token-{i}")))
     assert failed.status == "failed" and "HTTP 500" in (failed.reason or "") and failed.errors
-    assert failed.cursor is None and core.archive.last_extract_at(A, "s1") is None and core.read(A) == []
+    assert failed.cursor is None and core.archive.sessions.last_extract_at(A, "s1") is None and core.read(A) == []
     scripted_llm.push(remember_tokens)
     retried = done(core, core.ingest(A, "s1", turns(3, text="token-{i}")))  # the retry covers the old turns
     assert retried.status == "done" and retried.counts["events"] == 3
@@ -256,7 +256,7 @@ def test_extractor_timeout_fails_and_keeps_the_cursor(make_core: MakeCore, scrip
     assert failed.status == "failed" and "timed out" in (failed.reason or "")
     assert failed.cursor is None and core.read(A) == []
     time.sleep(1.6)  # the late answer arrives and changes nothing
-    assert core.read(A) == [] and core.archive.last_extract_at(A, "s1") is None
+    assert core.read(A) == [] and core.archive.sessions.last_extract_at(A, "s1") is None
 
 
 class _SlowExtractor(ExtractorWrapper):
@@ -282,7 +282,7 @@ def test_job_deadline_bounds_any_extractor(make_core: MakeCore) -> None:
     assert failed.status == "failed" and "timed out after 0.3 s" in (failed.reason or "")
     assert failed.cursor is None
     time.sleep(1.5)  # the abandoned extraction finishes and writes nothing
-    assert core.read(A) == [] and core.archive.last_extract_at(A, "s1") is None
+    assert core.read(A) == [] and core.archive.sessions.last_extract_at(A, "s1") is None
     slow.seconds = 0.0
     assert done(core, core.ingest(A, "s1", turns(2))).status == "done"
     assert len(core.read(A)) == 2
@@ -349,7 +349,7 @@ def test_restart_requeues_unfinished_jobs(make_core: MakeCore, tmp_path: Path) -
     core = make_core(start_workers=False, data=data)
     jobs = [core.ingest(A, "s1", turns(2)), core.ingest(B, "s1", turns(2)),
             core.ingest(A, "s2", turns(3, prefix="x", text="second session, turn {i}"))]
-    core.archive.start_job(jobs[0].job_id)  # it was running when the shard died
+    core.archive.jobs.start(jobs[0].job_id)  # it was running when the shard died
     assert [core.job(j.job_id).status for j in jobs] == ["running", "queued", "queued"]
     core.close()
     reopened = make_core(data=data)

@@ -151,9 +151,9 @@ def test_full_queue_waits_for_the_job_and_survives_a_disconnect(make_server: Cal
     key = UserKey(app="app-a", user="frank")
     core = served.backend.core(key)
     deadline = time.monotonic() + 10
-    while not [j for j in core.archive.session_jobs(key, "s1") if j.finished] and time.monotonic() < deadline:
+    while not [j for j in core.archive.jobs.of_session(key, "s1") if j.finished] and time.monotonic() < deadline:
         time.sleep(0.05)
-    (job,) = core.archive.session_jobs(key, "s1")
+    (job,) = core.archive.jobs.of_session(key, "s1")
     assert job.status == "done" and job.sync and job.counts["applied"] == 2  # the disconnect cancelled nothing
     with served.client() as c:
         r = c.post(events_url("app-a", "frank", "s1"), json={"events": turns(3, text="token-{i}")})
