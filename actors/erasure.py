@@ -1,79 +1,81 @@
-"""Erasure in a shard's archive and stores: forgetting a user, the archived turns a delete or a clear
-removes, removing a session's turns (and the entries made only from them), TTL expiry of archived
-turns, and what a compaction does to the SQLite file.
+"""What an erasure takes, in a shard's archive and stores: the rules of :mod:`memcore.provenance` applied
+to the archived turns (:class:`memcore.ports.EventRepository`) and to the entries of each generation.
 
-Archived turns have a ``hidden`` state: 0 visible, 1 hidden (a soft delete: kept, but no read path,
-recall or re-extraction sees it), 2 removed (a hard delete or a clear: the text is blanked and its
-recall index row dropped; the id stays so that a resend of the same event ids is still recognised).
-Forgetting a user deletes every row of the user (turns, index rows, session cursors, jobs, access
-times). The archive runs with ``secure_delete`` (freed bytes are zeroed); :func:`compact_archive`
-merges the recall index, rewrites the file and truncates the write-ahead log.
+Archived turns are visible, hidden (a soft delete: kept, but no read path, recall or re-extraction
+sees them) or removed (a hard delete or a clear: text blanked, recall index row dropped; the id
+stays so that a resend of the same event is still recognised); forgetting a user deletes every row
+of the user but its write counter (:meth:`memcore.ports.EventArchive.erase_user`), and a compaction
+rewrites the archive without the freed bytes (:meth:`memcore.ports.EventArchive.compact`).
 
-The sources of a deletion (:func:`orphaned_sources`) are the provenance turns of the removed entries
-that no remaining active entry of the user was also made from (all of them with ``purge_sources``).
+The sources of a deletion (:func:`sources`) are the turns the removed entries cite, less those an
+active remaining entry of the user cites for certain (all of them with ``purge_sources``). Removing
+turns takes the entries that lose their last source with them (:func:`sourceless`); the other
+generations drop the entries made from a turn gone (:func:`prune_derived`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Literal
 
 from memcore.fields import now_utc
 from memcore.model import Entry, UserKey
 from memcore.ports import EventArchive
+from memcore.provenance import TurnIndex, event_ids
+from memcore.records import ArchivedTurn, Turn
 from memcore.service import MemoryService
 
 
-def drop_sources(archive: EventArchive, key: UserKey, event_ids: Sequence[str],
-                 how: Literal["hide", "remove"]) -> int:
-    """Hide or remove ``key``'s archived turns with these event ids (any session); returns how many changed."""
-    turns = [t.turn for t in archive.events.turns(key, ids=event_ids)]
-    return archive.events.hide(key, turns) if how == "hide" else archive.events.remove(key, turns)
+def index_of(archive: EventArchive, key: UserKey, refs: Iterable[str] | None = None, *,
+             gone: Iterable[Turn] = ()) -> TurnIndex:
+    """``key``'s archived turns that ``refs`` may name (every turn of the user when ``refs`` is None), with
+    the turns of ``gone`` as removed (those already erased from the archive included)."""
+    if refs is None:
+        turns = archive.events.turns(key)
+    else:
+        ids = sorted(event_ids(refs))
+        turns = archive.events.turns(key, ids=ids) if ids else []
+    return TurnIndex([*turns, *(ArchivedTurn(t.session, t.event_id, "removed") for t in gone)])
 
 
-def session_turns(archive: EventArchive, key: UserKey, session: str, event_ids: Sequence[str] | None) -> set[str]:
-    """Ids of ``key``'s not yet removed turns of ``session`` (those of ``event_ids``, or all)."""
-    return {t.event_id for t in archive.events.turns(key, session=session, ids=event_ids) if t.state != "removed"}
+def hidden_turns(archive: EventArchive, key: UserKey) -> set[Turn]:
+    """``key``'s hidden or removed turns."""
+    return {t.turn for t in archive.events.turns(key) if not t.visible}
 
 
-def remove_turns(archive: EventArchive, key: UserKey, session: str, event_ids: Sequence[str] | None) -> list[str]:
-    """Remove (blank, drop from recall) ``key``'s archived turns of ``session``: those with these event ids, or
-    all of them (None); returns the ids of the turns that were not removed before."""
-    turns = [t.turn for t in archive.events.turns(key, session=session, ids=event_ids) if t.state != "removed"]
-    archive.events.remove(key, turns)
-    return [t.event_id for t in turns]
+def cited(entries: Iterable[Entry]) -> list[str]:
+    """Every provenance ref of ``entries``, once."""
+    return list(dict.fromkeys(p for e in entries for p in e.provenance))
 
 
-def visible_ids(archive: EventArchive, key: UserKey, event_ids: Sequence[str]) -> set[str]:
-    """Which of these event ids of ``key`` are archived and visible (in any session)."""
-    return {t.event_id for t in archive.events.turns(key, ids=event_ids) if t.visible}
+def sources(removed: Iterable[Entry], remaining: Iterable[Entry], index: TurnIndex, *,
+            purge: bool = False) -> set[Turn]:
+    """The turns the ``removed`` entries may come from, less those an active entry of ``remaining`` names
+    for certain (all of them with ``purge``)."""
+    turns = index.named(cited(removed))
+    if purge or not turns:
+        return turns
+    return turns - index.certain(cited(e for e in remaining if e.active))
 
 
-def gone_ids(archive: EventArchive, key: UserKey) -> set[str]:
-    """Event ids of ``key``'s hidden or removed turns."""
-    return {t.event_id for t in archive.events.turns(key) if not t.visible}
+def drop(archive: EventArchive, key: UserKey, turns: Iterable[Turn], *, hard: bool) -> int:
+    """Remove (hard) or hide (soft) these turns; returns how many changed."""
+    return archive.events.remove(key, turns) if hard else archive.events.hide(key, turns)
 
 
-# ------------------------------------------------------------------ entries
-def sourceless(entries: Iterable[Entry], removed: set[str], visible: set[str]) -> list[str]:
-    """Ids of the entries made from any of the turns ``removed`` none of whose source turns is ``visible``
-    any more (the rule of :func:`orphaned_sources`, the other way round)."""
-    return [e.id for e in entries if removed & set(e.provenance) and not visible & set(e.provenance)]
+def sourceless(entries: Iterable[Entry], index: TurnIndex, dropping: set[Turn]) -> list[str]:
+    """Ids of the entries that cite one of the turns ``dropping`` and have no ref left that may name a
+    visible turn."""
+    return [e.id for e in entries if index.sourceless(e.provenance, dropping)]
 
 
-def orphaned_sources(removed: Iterable[Entry], remaining: Iterable[Entry], *, purge: bool = False) -> set[str]:
-    """Provenance turns of ``removed`` that no active entry of ``remaining`` also came from (all with ``purge``)."""
-    sources = {p for e in removed for p in e.provenance}
-    if purge:
-        return sources
-    return sources - {p for e in remaining if e.active for p in e.provenance}
-
-
-def prune_derived(service: MemoryService, key: UserKey, gone: set[str]) -> int:
-    """Hard-delete ``key``'s entries of ``service`` made from any of the turns ``gone``; returns how many."""
+def prune_derived(service: MemoryService, key: UserKey, gone: set[Turn], archive: EventArchive) -> int:
+    """Hard-delete ``key``'s entries of ``service`` made from a turn of ``gone`` (:meth:`TurnIndex.derived`,
+    against the archive as it is now); returns how many."""
     if not gone:
         return 0
-    doomed = [e.id for e in service.vectors.scroll(key, include_deleted=True) if gone & set(e.provenance)]
+    entries = list(service.vectors.scroll(key, include_deleted=True))
+    index = index_of(archive, key, cited(entries), gone=gone)
+    doomed = [e.id for e in entries if index.derived(e.provenance, gone)]
     if doomed:
         service.vectors.delete(key, doomed)
         service.keywords.delete(doomed)

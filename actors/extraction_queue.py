@@ -321,7 +321,7 @@ class ExtractionJobs:
         extractor, episodes = (self.verbatim, None) if verbatim else (self.extractor, self.episodes)
         try:
             report = run_extraction(
-                self.current.get(), key, todo, write_turn=write_turn,
+                self.current.get(), key, todo, session=job.session, write_turn=write_turn,
                 extractor=_TimedExtractor(extractor, deadline, key.app, self.shard),
                 policy=extractor.default_policy if verbatim else self.policy,
                 episodes=_TimedEpisodes(episodes, deadline) if episodes is not None else None,

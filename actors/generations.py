@@ -41,7 +41,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from actors.context import ShardContext
-from actors.erasure import gone_ids, prune_derived
+from actors.erasure import hidden_turns, prune_derived
 from memcore import factory
 from memcore.errors import ValidationError
 from memcore.extraction.events import Event, cursor_of
@@ -50,6 +50,8 @@ from memcore.extraction.pipeline import run_extraction
 from memcore.fields import now_utc
 from memcore.model import Entry, UserKey
 from memcore.ports import Extractor, Vectors
+from memcore.provenance import TurnIndex
+from memcore.records import ArchivedTurn, Turn
 from memcore.service import MemoryService
 from memcore.settings import ExtractorSettings
 from memcore.vocabulary import enabled_operations
@@ -63,8 +65,9 @@ class _Staging:
     service: MemoryService
     started_at: datetime
     chosen: set[UserKey]
-    covered: dict[UserKey, set[str]] = field(default_factory=dict)
-    gone: dict[UserKey, set[str]] = field(default_factory=dict)
+    covered: dict[UserKey, set[Turn]] = field(default_factory=dict)
+    """Turns the replay extracted, per user (a live write made only from them is not caught up)."""
+    gone: dict[UserKey, set[Turn]] = field(default_factory=dict)
     """Turns hidden, removed or erased during the build, per user (their entries are dropped at the switch)."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -134,18 +137,18 @@ class Generations:
         enabled = enabled_operations(self.settings.policy(key.app).enabled_tools())
         counts = {"sessions": 0, "events": 0, "operations": 0, "applied": 0, "skipped": 0, "failed": 0,
                   "rejected": 0}
-        covered: set[str] = set()
+        covered: set[Turn] = set()
         for session in self.archive.events.sessions_in_order(key):
             events = [e for e in self.archive.events.read(key, session) if e.is_text]
             if cfg.skip_external_context and self.archive.sessions.has_external_context(key, session):
                 continue
             counts["sessions"] += 1
             for chunk in _chunks(events, ex.max_events):
-                report = run_extraction(staging.service, key, chunk, ex, policy=policy, enabled=enabled,
-                                        now=cursor_of(chunk))
+                report = run_extraction(staging.service, key, chunk, ex, session=session, policy=policy,
+                                        enabled=enabled, now=cursor_of(chunk))
                 for name in ("events", "operations", "applied", "skipped", "failed", "rejected"):
                     counts[name] += report.counts.get(name, 0)
-                covered.update(e.id for e in chunk)
+                covered.update(Turn(session, e.id) for e in chunk)
         with staging.lock:
             staging.covered.setdefault(key, set()).update(covered)
         return {"app": key.app, "user": key.user, **counts}
@@ -177,7 +180,7 @@ class Generations:
                 caught_up = self._catch_up(old, staging) if staging else 0
                 if staging:
                     for key, gone in staging.gone.items():
-                        prune_derived(staging.service, key, gone | gone_ids(self.archive, key))
+                        prune_derived(staging.service, key, gone | hidden_turns(self.archive, key), self.archive)
                 self.layout.point_at(generation)
                 self.served.replace(target)
                 previous, self.current = self.current, generation
@@ -189,13 +192,16 @@ class Generations:
 
     def _catch_up(self, old: MemoryService, staging: _Staging) -> int:
         since = staging.started_at - CATCH_UP_MARGIN
+        covered = {key: TurnIndex(ArchivedTurn(t.session, t.event_id, "visible") for t in turns)
+                   for key, turns in staging.covered.items()}
 
         def wanted(e: Entry) -> bool:
             if e.updated_at < since:
                 return False
             if e.key not in staging.chosen or not e.provenance:
                 return True
-            return not set(e.provenance) <= staging.covered.get(e.key, set())
+            replayed = covered.get(e.key)
+            return replayed is None or not all(replayed.candidates(r) for r in e.provenance)
 
         return self._copy(old, staging.service, wanted)
 
@@ -216,7 +222,7 @@ class Generations:
                 out.append(self.retired[generation])
             yield out
 
-    def note_gone(self, key: UserKey, gone: set[str]) -> None:
+    def note_gone(self, key: UserKey, gone: set[Turn]) -> None:
         """Turns of ``key`` hidden, removed or erased now: drop the staging entries made from them, now
         (what was replayed already) and at the switch (what a replay still running writes)."""
         with self._state:
@@ -225,7 +231,7 @@ class Generations:
             return
         with staging.lock:
             staging.gone.setdefault(key, set()).update(gone)
-        prune_derived(staging.service, key, gone)
+        prune_derived(staging.service, key, gone, self.archive)
 
     def compact(self, embedded: bool) -> dict[str, Any]:
         """Rewrite every generation's stores without deleted data, writes frozen: embedded vector stores are

@@ -18,6 +18,7 @@ from actors import erasure
 from actors.context import ShardContext
 from actors.generations import Generations
 from memcore.model import UserKey
+from memcore.records import Turn
 from memcore.service import MemoryService
 
 log = logging.getLogger(__name__)
@@ -35,9 +36,9 @@ class ShardErasure:
     def _hard(self, hard: bool | None) -> bool:
         return (not self.current.get().config.soft_delete) if hard is None else hard
 
-    def _sources(self, key: UserKey, gone: set[str], hard: bool) -> int:
-        """Hide (soft) or remove (hard) these archived turns and the entries other generations made of them."""
-        changed = erasure.drop_sources(self.archive, key, sorted(gone), "remove" if hard else "hide")
+    def _sources(self, key: UserKey, gone: set[Turn], hard: bool) -> int:
+        """Hide (soft) or remove (hard) these archived turns and the staged entries made of them."""
+        changed = erasure.drop(self.archive, key, gone, hard=hard)
         self.generations.note_gone(key, gone)
         if hard:
             self.marker.touch()
@@ -48,12 +49,13 @@ class ShardErasure:
         hard = self._hard(hard)
         src = service.get(key, entry_id)
         service.delete(key, entry_id, hard=hard)
-        gone = erasure.orphaned_sources([src], service.vectors.scroll(key, include_deleted=False),
-                                        purge=purge_sources)
+        index = erasure.index_of(self.archive, key, src.provenance)
+        gone = erasure.sources([src], service.vectors.scroll(key, include_deleted=False), index,
+                               purge=purge_sources)
         with self.generations.others() as others:
             for other in others:
                 erasure.retire_ids(other, key, [entry_id], hard=hard)
-                erasure.prune_derived(other, key, gone)
+                erasure.prune_derived(other, key, gone, self.archive)
         return {"entries": 1, "events": self._sources(key, gone, hard)}
 
     def clear(self, key: UserKey, hard: bool | None, purge_sources: bool = False) -> dict[str, int]:
@@ -63,43 +65,47 @@ class ShardErasure:
         hard = self._hard(hard)
         removed = list(service.vectors.scroll(key, include_deleted=hard))
         cleared = service.clear(key, hard=hard)
-        gone = erasure.orphaned_sources(removed, [], purge=True)
         if purge_sources:
-            gone |= {e.id for e in self.archive.events.read(key)} | erasure.gone_ids(self.archive, key)
+            gone = erasure.index_of(self.archive, key).turns()
+        else:
+            gone = erasure.sources(removed, [], erasure.index_of(self.archive, key, erasure.cited(removed)))
         with self.generations.others() as others:
             for other in others:
                 other.clear(key, hard=hard)
-                erasure.prune_derived(other, key, gone)
+                erasure.prune_derived(other, key, gone, self.archive)
         return {"entries": cleared, "events": self._sources(key, gone, hard)}
 
     def drop_turns(self, key: UserKey, session: str, event_ids: list[str] | None) -> dict[str, Any]:
         """Remove (hard) ``session``'s archived turns, the given ones or all of them, and every entry (in
-        every generation) none of whose source turns is left. A pending extraction job never reads a
-        removed turn (only visible ones are extracted). Entries go first, then the turns in one
-        transaction: a retry after a crash in between finishes the erasure."""
+        every generation) that cites one of them and has no source turn left. A pending extraction job
+        never reads a removed turn (only visible ones are extracted). Entries go first, then the turns in
+        one transaction: a retry after a crash in between finishes the erasure."""
         service = self.current.get()
-        doomed_turns = erasure.session_turns(self.archive, key, session, event_ids)
-        entries = list(service.vectors.scroll(key, include_deleted=True))
-        cited = {p for e in entries for p in e.provenance}
-        still = erasure.visible_ids(self.archive, key, sorted(cited - doomed_turns)) if cited else set()
-        doomed = erasure.sourceless(entries, doomed_turns, still)
+        dropping = {t.turn for t in self.archive.events.turns(key, session=session, ids=event_ids)
+                    if t.state != "removed"}
+        doomed = self._sourceless(service, key, dropping)
         if doomed:
             service.vectors.delete(key, doomed)
             service.keywords.delete(doomed)
         with self.generations.others() as others:
             for other in others:
-                gone = erasure.sourceless(other.vectors.scroll(key, include_deleted=True), doomed_turns, still)
-                erasure.retire_ids(other, key, gone, hard=True)
-        removed = erasure.remove_turns(self.archive, key, session, event_ids)
-        self.generations.note_gone(key, set(removed))
+                erasure.retire_ids(other, key, self._sourceless(other, key, dropping), hard=True)
+        removed = self.archive.events.remove(key, dropping)
+        self.generations.note_gone(key, dropping)
         if removed or doomed:
             self.marker.touch()
-        return {"session": session, "events": len(removed), "entries": len(doomed)}
+        return {"session": session, "events": removed, "entries": len(doomed)}
+
+    def _sourceless(self, service: MemoryService, key: UserKey, dropping: set[Turn]) -> list[str]:
+        if not dropping:
+            return []
+        entries = list(service.vectors.scroll(key, include_deleted=True))
+        return erasure.sourceless(entries, erasure.index_of(self.archive, key, erasure.cited(entries)), dropping)
 
     def forget(self, key: UserKey) -> dict[str, Any]:
         """Erase everything of ``key`` in this shard; returns the counts of what was removed."""
         service = self.current.get()
-        events = {e.id for e in self.archive.events.read(key)} | erasure.gone_ids(self.archive, key)
+        turns = erasure.index_of(self.archive, key).turns()
         entries = service.vectors.count(key, include_deleted=True)
         service.vectors.delete_user(key)
         service.keywords.delete_user(key)
@@ -110,7 +116,7 @@ class ShardErasure:
                 other.vectors.delete_user(key)
                 other.keywords.delete_user(key)
         rows = self.archive.erase_user(key)
-        self.generations.note_gone(key, events)
+        self.generations.note_gone(key, turns)
         self.marker.touch()
         return {"app": key.app, "user": key.user, "entries": entries, "other_generation_entries": elsewhere,
                 "events": rows["events"], "sessions": rows["sessions"], "jobs": rows["jobs"],

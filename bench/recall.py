@@ -2,7 +2,8 @@
 
 How recall is scored (ARCHITECTURE.md, so numbers compare with the peers measured on the same
 file): one search per question with the question text only, top 10 results; each result maps to
-the turn ids in its provenance; sessions are ranked by first appearance among those results.
+the turn ids in its provenance (the event ids of its refs, :func:`turn_ids`: LoCoMo's dia ids are
+unique within a conversation); sessions are ranked by first appearance among those results.
 
 - ``session_recall_any@k``: an evidence session is among the first k ranked sessions;
 - ``session_recall_all@k``: all evidence sessions are among the first k ranked sessions;
@@ -25,6 +26,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from bench.locomo import session_of
+from memcore.provenance import parse_event_ref
 
 KS = (1, 5, 10)
 MAIN_CATEGORIES = (1, 2, 3, 4)
@@ -35,6 +37,11 @@ HEADLINE = ("session_recall_any@5", "session_recall_all@5", "turn_recall_all@10"
 class Scored:
     category: int
     metrics: dict[str, float]
+
+
+def turn_ids(provenances: Sequence[Sequence[str]]) -> list[list[str]]:
+    """The event ids that the results' provenance refs (``<session>/<event_id>``, or bare ids) name."""
+    return [[parse_event_ref(t).event_id for t in prov] for prov in provenances]
 
 
 def ranked_sessions(provenances: Sequence[Sequence[str]]) -> list[int]:
@@ -67,6 +74,7 @@ def score(
     provenances: Sequence[Sequence[str]], texts: Sequence[str], evidence: Sequence[str], ks: Sequence[int] = KS
 ) -> dict[str, float]:
     """Every metric of one question from its ranked results (provenance and text of each)."""
+    provenances = turn_ids(provenances)
     ev_turns = set(evidence)
     ev_sessions = {s for e in evidence if (s := session_of(e)) is not None}
     sessions = ranked_sessions(provenances)
@@ -119,6 +127,7 @@ def budget_score(provenances: Sequence[Sequence[str]], texts: Sequence[str], evi
                  budget: int) -> dict[str, float]:
     """Session any / turn all over everything a ``max_tokens=budget`` search returned (the same rules as
     the @k metrics, with k = all that fit), and the tokens it used."""
+    provenances = turn_ids(provenances)
     ev_turns = set(evidence)
     ev_sessions = {s for e in evidence if (s := session_of(e)) is not None}
     covered = {t for prov in provenances for t in prov}

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bench.locomo import Conversation, session_of
+from memcore.provenance import parse_event_ref
 from memcore.search_model import SearchHit
 
 SESSION_RRF_K = 10
@@ -65,7 +66,8 @@ def spans(hits: Sequence[SearchHit], user: str, archive: Archive, before: int, a
     """Hits → neighbour-expanded turn spans, merged per session, at most ``k``."""
     out: list[list[int]] = []  # [session, lo, hi]
     for hit in hits:
-        where = [archive.pos[(user, t)] for t in hit.entry.provenance if (user, t) in archive.pos]
+        turns = [parse_event_ref(t).event_id for t in hit.entry.provenance]
+        where = [archive.pos[(user, t)] for t in turns if (user, t) in archive.pos]
         if not where:
             continue
         session = where[0][0]
@@ -99,7 +101,7 @@ def _sessions_of(hits: Sequence[SearchHit]) -> list[int]:
     out: dict[int, None] = {}
     for hit in hits:
         for t in hit.entry.provenance:
-            s = session_of(t)
+            s = session_of(parse_event_ref(t).event_id)
             if s is not None:
                 out.setdefault(s, None)
     return list(out)

@@ -339,3 +339,68 @@ def test_a_pending_job_never_extracts_a_removed_turn(make_core: Any) -> None:
     assert core.drop_turns(ANN, "s7").value == {"session": "s7", "events": 1, "entries": 1}
     assert core.read(ANN) == [] and core.archive.events.read(ANN) == []
 
+
+# ------------------------------------------------------------------ event ids across sessions
+def two_sessions_reusing_e1(core: ShardCore, marker: str) -> None:
+    """Two sessions that number their messages from e1 (as docs/archive-format.md's example does), each
+    extracted (verbatim, one memory per turn)."""
+    from tests.actors.conftest import done
+
+    done(core, core.ingest(ANN, "s1", [{"id": "e1", "role": "user", "content": f"my pin is {marker}"}]))
+    done(core, core.ingest(ANN, "s2", [{"id": "e1", "role": "user", "content": "I like green tea"}]))
+
+
+def test_a_hard_delete_removes_its_turn_though_another_session_reuses_the_event_id(
+        make_core: Any, tmp_path: Path) -> None:
+    marker = "zqxreusedid"
+    core = make_core()
+    two_sessions_reusing_e1(core, marker)
+    secret = next(e for e in core.read(ANN) if marker in e.text)
+    core.delete(ANN, secret.id, hard=True)
+    assert core.recall(ANN, marker) == []
+    assert [e.content for e in core.archive.events.read(ANN)] == ["I like green tea"]
+    assert [e.text for e in core.read(ANN)] == ["User: I like green tea"]
+    core.compact()
+    assert files_containing(tmp_path, marker) == []
+
+
+def test_deleting_a_turn_keeps_the_memories_of_another_sessions_turn_with_the_same_id(make_core: Any) -> None:
+    core = make_core()
+    two_sessions_reusing_e1(core, "zqxdropturn")
+    assert core.drop_turns(ANN, "s1", ["e1"]).value == {"session": "s1", "events": 1, "entries": 1}
+    assert [e.text for e in core.read(ANN)] == ["User: I like green tea"]
+    assert [h.session for h in core.recall(ANN, "green tea")] == ["s2"]
+
+
+def test_a_reextraction_keeps_a_live_memory_of_a_reused_event_id(make_core: Any) -> None:
+    """The replay covered s1/e1; a turn s2/e1 extracted live during the build is not "covered" by it."""
+    from tests.actors.conftest import done
+
+    core = make_core()
+    done(core, core.ingest(ANN, "s1", [{"id": "e1", "role": "user", "content": "I play the cello"}]))
+    core.begin_generation(2, ["app"], [])
+    core.reextract_user(2, ANN, {"granularity": "turn"})
+    done(core, core.ingest(ANN, "s2", [{"id": "e1", "role": "user", "content": "I moved to Lisbon"}]))
+    core.switch_generation(2)
+    assert sorted(e.text for e in core.read(ANN)) == ["User: I moved to Lisbon", "User: I play the cello"]
+
+
+def test_bare_refs_written_before_sessions_were_cited_still_erase(core: ShardCore, settings: Settings) -> None:
+    """Entries and archives written with bare event ids keep working; an id two sessions share is
+    ambiguous: erasure removes every turn it may name unless another memory names that turn for certain,
+    and keeps every memory that may still have a visible source (memcore.provenance)."""
+    marker = "zqxbarerefs"
+    core.backfill(ANN, [("s1", [{"id": "e1", "role": "user", "content": f"my pin is {marker}",
+                                 "timestamp": T0.isoformat()}]),
+                        ("s2", [{"id": "e1", "role": "user", "content": "I like green tea",
+                                 "timestamp": (T0 + timedelta(days=1)).isoformat()}])],
+                  [{"text": f"User: my pin is {marker}", "provenance": ["e1"]},
+                   {"text": "User: I like green tea", "provenance": ["e1"]}], None)
+    assert core.drop_turns(ANN, "s1", ["e1"]).value["entries"] == 0  # each may still come from s2/e1
+    assert len(core.read(ANN)) == 2
+    secret = next(e for e in core.read(ANN) if marker in e.text)
+    core.delete(ANN, secret.id, hard=True)
+    assert visible_anywhere(core, ANN, marker) == [] and core.recall(ANN, "green tea") == []
+    assert [e.text for e in core.read(ANN)] == ["User: I like green tea"]
+    core.compact()
+    assert files_containing(Path(settings.data_dir), marker) == []

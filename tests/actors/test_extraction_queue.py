@@ -70,7 +70,7 @@ def test_whole_session_resent_extracts_only_the_delta(make_core: MakeCore) -> No
     second = done(core, second)
     assert second.counts["events"] == 2 and second.counts["applied"] == 2
     assert second.cursor == T0 + timedelta(minutes=3) == core.archive.sessions.last_extract_at(A, "s1")
-    assert provenance(core) == [["e0"], ["e1"], ["e2"], ["e3"]]
+    assert provenance(core) == [["s1/e0"], ["s1/e1"], ["s1/e2"], ["s1/e3"]]
     again = core.ingest(A, "s1", turns(4))
     assert again.status == "skipped" and "no new" in (again.reason or "")
     assert len(core.read(A)) == 4
@@ -106,7 +106,7 @@ def test_queued_jobs_of_one_session_split_the_delta(make_core: MakeCore) -> None
     r1, r2 = done(core, j1), done(core, j2)
     assert (r1.counts["events"], r2.counts["events"]) == (2, 3)
     assert r2.cursor == T0 + timedelta(minutes=4)
-    assert provenance(core) == [["e0"], ["e1"], ["e2"], ["e3"], ["e4"]]
+    assert provenance(core) == [["s1/e0"], ["s1/e1"], ["s1/e2"], ["s1/e3"], ["s1/e4"]]
 
 
 def test_llm_sees_only_new_turns_and_existing_memories(make_core: MakeCore, scripted_llm: ScriptedLLM) -> None:
@@ -167,7 +167,7 @@ def test_external_context_is_extracted_when_the_guard_is_off(make_core: MakeCore
     events = [*turns(1), {"id": "t1", "role": "tool", "content": "retrieved text", "external_context": True,
                           "timestamp": (T0 + timedelta(seconds=30)).isoformat()}]
     job = done(core, core.ingest(A, "rag", events))
-    assert job.status == "done" and provenance(core) == [["e0"]]  # the tool message itself never is
+    assert job.status == "done" and provenance(core) == [["rag/e0"]]  # the tool message itself never is
 
 
 # ------------------------------------------------------------------ queue
@@ -206,8 +206,8 @@ def test_fifty_sessions_of_one_user_run_in_ingest_order(make_core: MakeCore) -> 
     assert any(j.sync for j in finished) and not all(j.sync for j in finished)
     for before, after in pairwise(finished):
         assert before.finished_at and after.started_at and before.finished_at <= after.started_at
-    by_session = {e.provenance[0].split("-")[0]: e.updated_at for e in core.read(A)}
-    stamps = [by_session[f"s{j.session.removeprefix('session-')}"] for j in finished]
+    by_session = {e.provenance[0].split("/")[0]: e.updated_at for e in core.read(A)}
+    stamps = [by_session[j.session] for j in finished]
     assert stamps == sorted(stamps) and len(set(stamps)) == 50  # applied in ingest order
 
 
@@ -340,7 +340,7 @@ def test_store_failing_one_op_of_five(make_core: MakeCore) -> None:
     assert len(job.errors) == 1 and job.errors[0].startswith("operation 2 (add): StoreError")
     assert "disk full" in job.errors[0]
     assert job.cursor == T0 + timedelta(minutes=4)  # per-op failures do not hold the cursor
-    assert provenance(core) == [["e0"], ["e1"], ["e3"], ["e4"]]
+    assert provenance(core) == [["s1/e0"], ["s1/e1"], ["s1/e3"], ["s1/e4"]]
 
 
 # ------------------------------------------------------------------ restart
@@ -357,7 +357,7 @@ def test_restart_requeues_unfinished_jobs(make_core: MakeCore, tmp_path: Path) -
     final = [done(reopened, j) for j in jobs]
     assert [j.status for j in final] == ["done"] * 3
     assert [j.attempts for j in final] == [2, 1, 1]
-    assert provenance(reopened, A) == [["e0"], ["e1"], ["x0"], ["x1"], ["x2"]]
+    assert provenance(reopened, A) == [["s1/e0"], ["s1/e1"], ["s2/x0"], ["s2/x1"], ["s2/x2"]]
     assert len(reopened.read(B)) == 2
     assert reopened.status()["extraction"]["recovered_on_start"] == 3
 

@@ -64,7 +64,7 @@ def test_reextract_builds_a_new_generation_and_switches(core: ShardCore, setting
     assert texts(core, BOB) == old_bob | {"Bob joined a club"}
     assert factory.current_generation(ShardLayout(settings, 0)) == 2
     assert core.generation_info() == {"shard": 0, "current": 2, "generations": [1, 2], "staging": None}
-    assert core.search(ANN, {"query": "sister Ines"})[0].entry.provenance == ["s2-0", "s2-1"]
+    assert core.search(ANN, {"query": "sister Ines"})[0].entry.provenance == ["s2/s2-0", "s2/s2-1"]
 
 
 def test_the_pointer_file_is_read_at_start(core: ShardCore, settings: Settings, hashing_embedder: Any) -> None:

@@ -375,7 +375,7 @@ def test_reextract_generation_switch_behind_the_collection_alias(
         assert len(new_gina) == 1 and "Porto" in next(iter(new_gina))
         assert {u: ok(c.get(f"/v1/apps/{APP}/users/{u}/memories"))["entries"] for u in ("carol", "alice")} == others
         hit = ok(c.post(f"/v1/apps/{APP}/users/gina/memories/search", json={"query": "sister Ines"}))["hits"][0]
-        assert hit["entry"]["provenance"] == ["s1-0", "s1-1", "s1-2", "s1-3"]
+        assert hit["entry"]["provenance"] == ["s1/s1-0", "s1/s1-1", "s1/s1-2", "s1/s1-3"]
 
         # the job's alias step: generation 1 is the real collection "gens", so the name is not free yet
         with pytest.raises(StoreError):
