@@ -1,6 +1,7 @@
 """What every part of one shard shares, handed to each in one frozen object (:class:`ShardContext`): the
 settings, the shard's layout, the service it serves from, its event archive, and the two ways into its
-writes gate (:class:`actors.write_gate.WriteGate`)."""
+writes gate (:class:`actors.write_gate.WriteGate`). The parts (extraction jobs, generations, erasure,
+maintenance) derive from :class:`ShardPart`, which reads them from the context under one set of names."""
 
 from __future__ import annotations
 
@@ -36,3 +37,29 @@ class ShardContext:
     @property
     def shard(self) -> int:
         return self.layout.shard
+
+
+class ShardPart:
+    def __init__(self, ctx: ShardContext) -> None:
+        self.ctx = ctx
+
+    @property
+    def layout(self) -> ShardLayout:
+        return self.ctx.layout
+
+    @property
+    def settings(self) -> Settings:
+        return self.ctx.settings
+
+    @property
+    def shard(self) -> int:
+        return self.ctx.shard
+
+    @property
+    def archive(self) -> EventArchive:
+        return self.ctx.archive
+
+    @property
+    def served(self) -> CurrentService:
+        """The owner of the service the shard serves from now."""
+        return self.ctx.current

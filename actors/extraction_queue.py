@@ -46,7 +46,7 @@ from contextlib import ExitStack
 from datetime import datetime, timedelta
 from typing import Any, TypeVar, cast
 
-from actors.context import ShardContext
+from actors.context import ShardContext, ShardPart
 from actors.queues import Ticket, UserQueues
 from actors.shard_telemetry import extractor_call, job_event, job_span
 from memcore.errors import ConflictError, ExtractorError, MemoryServiceError, NotFoundError
@@ -145,7 +145,7 @@ class _TimedEpisodes:
                                      "the assistant-episode stage")
 
 
-class ExtractionJobs:
+class ExtractionJobs(ShardPart):
     """Ingest, queue, workers and job execution of one shard (see the module docstring)."""
 
     def __init__(
@@ -156,13 +156,9 @@ class ExtractionJobs:
         episodes: EpisodeStage | None = None,
         start: bool = True,
     ) -> None:
+        super().__init__(ctx)
         cfg = ctx.settings.extractor
         shard = ctx.shard
-        self.current = ctx.current
-        self.archive = ctx.archive
-        self.settings = ctx.settings
-        self.shard = shard
-        self._writing = ctx.writing
         self.extractor: Extractor = extractor if extractor is not None else build_extractor(cfg)
         self.episodes = episodes if episodes is not None else build_episode_stage(cfg, self.extractor)
         self.policy = self.extractor.default_policy
@@ -309,11 +305,11 @@ class ExtractionJobs:
 
         def write_turn() -> MemoryService:
             """The user's write turn (held to the end of the job), then the service current now."""
-            stack.enter_context(self._writing(key))
+            stack.enter_context(self.ctx.writing(key))
             if len(self.archive.events.visible(key, job.session, [e.id for e in todo])) < len({e.id for e in todo}):
                 raise ConflictError("the turns being extracted were erased or deleted meanwhile: nothing is "
                                     "written", field="session")
-            return self.current.get()
+            return self.served.get()
 
         deadline = _Deadline(self.timeout_s)
         app = self.settings.policy(key.app)
@@ -321,7 +317,7 @@ class ExtractionJobs:
         extractor, episodes = (self.verbatim, None) if verbatim else (self.extractor, self.episodes)
         try:
             report = run_extraction(
-                self.current.get(), key, todo, session=job.session, write_turn=write_turn,
+                self.served.get(), key, todo, session=job.session, write_turn=write_turn,
                 extractor=_TimedExtractor(extractor, deadline, key.app, self.shard),
                 policy=extractor.default_policy if verbatim else self.policy,
                 episodes=_TimedEpisodes(episodes, deadline) if episodes is not None else None,

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from actors.context import ShardContext
+from actors.context import ShardContext, ShardPart
 from actors.erasure import hidden_turns, prune_derived
 from memcore import factory
 from memcore.errors import ValidationError
@@ -72,16 +72,11 @@ class _Staging:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-class Generations:
+class Generations(ShardPart):
     """The generation bookkeeping of one shard (the shard owns the writes gate and the service slot)."""
 
     def __init__(self, ctx: ShardContext, current: int) -> None:
-        self.layout = ctx.layout
-        self.settings = ctx.settings
-        self.shard = ctx.shard
-        self.archive = ctx.archive
-        self.served = ctx.current
-        self._freeze = ctx.freeze
+        super().__init__(ctx)
         self.current = current
         self.staging: _Staging | None = None
         self.retired: dict[int, MemoryService] = {}
@@ -175,7 +170,7 @@ class Generations:
             if target is None:
                 target = self._build(generation)
             t0 = time.monotonic()
-            with self._freeze():
+            with self.ctx.freeze():
                 old = self.served.get()
                 caught_up = self._catch_up(old, staging) if staging else 0
                 if staging:
@@ -243,7 +238,7 @@ class Generations:
             if self.staging is not None:
                 return {"shard": self.shard, "skipped": f"generation {self.staging.generation} is being built"}
             t0 = time.monotonic()
-            with self._freeze(), self._state:  # no writer holds ``_state`` once the gate is closed
+            with self.ctx.freeze(), self._state:  # no writer holds ``_state`` once the gate is closed
                 points = self._compact_serving(embedded)
                 for service in self.retired.values():
                     _close(service)

@@ -24,14 +24,14 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from actors.context import ShardContext
+from actors.context import ShardContext, ShardPart
 from memcore.errors import MemoryServiceError
 from memcore.model import Entry, UserKey
 
 log = logging.getLogger(__name__)
 
 
-class Maintenance:
+class Maintenance(ShardPart):
     def __init__(
         self,
         ctx: ShardContext,
@@ -39,13 +39,8 @@ class Maintenance:
         compact: Callable[[bool], dict[str, Any] | None] | None = None,
         start: bool = True,
     ) -> None:
+        super().__init__(ctx)
         self._compact = compact
-        self.layout = ctx.layout
-        self.current = ctx.current
-        self.archive = ctx.archive
-        self.settings = ctx.settings
-        self.shard = ctx.shard
-        self._writing = ctx.writing
         self._stop = threading.Event()
         self.last: dict[str, Any] = {}
         self._thread = threading.Thread(target=self._loop, name=f"shard{self.shard}-maintenance", daemon=True)
@@ -109,7 +104,7 @@ class Maintenance:
         ttl = self.settings.ttl
         now = time.time() if now is None else now
         candidates: dict[UserKey, list[str]] = {}
-        stored = self.current.get().vectors.scroll(None, include_deleted=False)
+        stored = self.served.get().vectors.scroll(None, include_deleted=False)
         for e in self.layout.owned(stored):
             if self.due(e, now):
                 candidates.setdefault(e.key, []).append(e.id)
@@ -117,12 +112,12 @@ class Maintenance:
         for key, ids in candidates.items():
             seen = self.archive.access.last_access(key) if ttl.refresh_on_access else {}
             gone: list[str] = []
-            with self._writing(key):
-                for entry in self.current.get().vectors.get(key, ids):
+            with self.ctx.writing(key):
+                for entry in self.served.get().vectors.get(key, ids):
                     if not entry.active or not self.due(entry, now, seen):
                         continue
                     try:
-                        self.current.get().delete(key, entry.id, hard=True)
+                        self.served.get().delete(key, entry.id, hard=True)
                     except MemoryServiceError as exc:
                         log.warning("shard %d: expiring %s failed: %s", self.shard, entry.id, exc)
                         continue

@@ -15,7 +15,7 @@ import logging
 from typing import Any
 
 from actors import erasure
-from actors.context import ShardContext
+from actors.context import ShardContext, ShardPart
 from actors.generations import Generations
 from memcore.model import UserKey
 from memcore.records import Turn
@@ -24,17 +24,14 @@ from memcore.service import MemoryService
 log = logging.getLogger(__name__)
 
 
-class ShardErasure:
+class ShardErasure(ShardPart):
     def __init__(self, ctx: ShardContext, generations: Generations) -> None:
-        self.layout = ctx.layout
-        self.shard = ctx.shard
-        self.current = ctx.current
-        self.archive = ctx.archive
+        super().__init__(ctx)
         self.generations = generations
         self.marker = ctx.layout.compact_marker
 
     def _hard(self, hard: bool | None) -> bool:
-        return (not self.current.get().config.soft_delete) if hard is None else hard
+        return (not self.served.get().config.soft_delete) if hard is None else hard
 
     def _sources(self, key: UserKey, gone: set[Turn], hard: bool) -> int:
         """Hide (soft) or remove (hard) these archived turns and the staged entries made of them."""
@@ -45,7 +42,7 @@ class ShardErasure:
         return changed
 
     def delete(self, key: UserKey, entry_id: str, hard: bool | None, purge_sources: bool = False) -> dict[str, int]:
-        service = self.current.get()
+        service = self.served.get()
         hard = self._hard(hard)
         src = service.get(key, entry_id)
         service.delete(key, entry_id, hard=hard)
@@ -61,7 +58,7 @@ class ShardErasure:
     def clear(self, key: UserKey, hard: bool | None, purge_sources: bool = False) -> dict[str, int]:
         """Clear ``key``: the turns the cleared entries came from go too; with ``purge_sources`` every
         archived turn of the user."""
-        service = self.current.get()
+        service = self.served.get()
         hard = self._hard(hard)
         removed = list(service.vectors.scroll(key, include_deleted=hard))
         cleared = service.clear(key, hard=hard)
@@ -80,7 +77,7 @@ class ShardErasure:
         every generation) that cites one of them and has no source turn left. A pending extraction job
         never reads a removed turn (only visible ones are extracted). Entries go first, then the turns in
         one transaction: a retry after a crash in between finishes the erasure."""
-        service = self.current.get()
+        service = self.served.get()
         dropping = {t.turn for t in self.archive.events.turns(key, session=session, ids=event_ids)
                     if t.state != "removed"}
         doomed = self._sourceless(service, key, dropping)
@@ -104,7 +101,7 @@ class ShardErasure:
 
     def forget(self, key: UserKey) -> dict[str, Any]:
         """Erase everything of ``key`` in this shard; returns the counts of what was removed."""
-        service = self.current.get()
+        service = self.served.get()
         turns = erasure.index_of(self.archive, key).turns()
         entries = service.vectors.count(key, include_deleted=True)
         service.vectors.delete_user(key)
