@@ -144,6 +144,19 @@ def test_search_json_is_search_as_the_http_api_sends_it(core: ShardCore) -> None
     assert core.search_json(key, {"query": ""}) == b"[]"
 
 
+def test_the_gauges_sample_the_shard(settings: Settings, hashing_embedder) -> None:  # type: ignore[no-untyped-def]
+    """What the metrics thread reads of a shard (the thread swallows its errors)."""
+    from actors.shard_telemetry import sample
+
+    c = ShardCore(settings, 0, hashing_embedder, start_workers=False)
+    try:
+        c.ingest(A, "s1", [{"id": "e1", "role": "user", "content": "I moved to Lisbon"}])
+        gauges = sample(c)
+        assert gauges["queue_depth"] == 1.0 and gauges["jobs_running"] == 0.0 and gauges["cursor_lag_seconds"] >= 0.0
+    finally:
+        c.close()
+
+
 def test_seq_keeps_rising_across_restarts(settings: Settings, hashing_embedder) -> None:  # type: ignore[no-untyped-def]
     B = UserKey(app="app", user="bob")
     c = ShardCore(settings, 0, hashing_embedder, start_workers=False)
