@@ -42,13 +42,11 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager, ExitStack
+from contextlib import ExitStack
 from datetime import datetime, timedelta
 from typing import Any, TypeVar, cast
 
-from actors.archive import SqliteArchive
-from actors.current import CurrentService
-from actors.job_table import JobRecord
+from actors.context import ShardContext, ShardPart
 from actors.queues import Ticket, UserQueues
 from actors.shard_telemetry import extractor_call, job_event, job_span
 from memcore.errors import ConflictError, ExtractorError, MemoryServiceError, NotFoundError
@@ -60,14 +58,13 @@ from memcore.extraction.wrapper import ExtractorWrapper
 from memcore.fields import now_utc
 from memcore.model import Entry, Operation, UserKey
 from memcore.ports import Extractor
+from memcore.records import JobRecord
 from memcore.service import MemoryService
-from memcore.settings import Settings
 from memcore.validation import check_session, store_errors
 from memcore.vocabulary import enabled_operations
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-Writing = Callable[[UserKey], AbstractContextManager[Any]]
 _WRITES = frozenset({"add", "add_many", "update", "delete", "clear"})
 IGNORED_PARTS = "ignored_content_parts"
 """Job count: content parts of the ingested messages that were not text (images, audio, files)."""
@@ -148,27 +145,20 @@ class _TimedEpisodes:
                                      "the assistant-episode stage")
 
 
-class ExtractionJobs:
+class ExtractionJobs(ShardPart):
     """Ingest, queue, workers and job execution of one shard (see the module docstring)."""
 
     def __init__(
         self,
-        current: CurrentService,
-        archive: SqliteArchive,
-        settings: Settings,
-        shard: int,
-        writing: Writing,
+        ctx: ShardContext,
         *,
         extractor: Extractor | None = None,
         episodes: EpisodeStage | None = None,
         start: bool = True,
     ) -> None:
-        cfg = settings.extractor
-        self.current = current
-        self.archive = archive
-        self.settings = settings
-        self.shard = shard
-        self._writing = writing
+        super().__init__(ctx)
+        cfg = ctx.settings.extractor
+        shard = ctx.shard
         self.extractor: Extractor = extractor if extractor is not None else build_extractor(cfg)
         self.episodes = episodes if episodes is not None else build_episode_stage(cfg, self.extractor)
         self.policy = self.extractor.default_policy
@@ -183,7 +173,7 @@ class ExtractionJobs:
         self._stopping = threading.Event()
         self._running = 0
         self._count_lock = threading.Lock()
-        recovered = archive.requeue_unfinished()
+        recovered = self.archive.jobs.requeue_unfinished()
         for job in recovered:  # before any new ingest: their places in line come first
             self._queue.put((job, self._order.reserve(job.key)))
         self.recovered = len(recovered)
@@ -215,7 +205,7 @@ class ExtractionJobs:
             running = self._running
         return {"extractor": type(self.extractor).__name__, "policy": self.policy, "queued": self._queue.qsize(),
                 "running": running, "capacity": self.capacity, "recovered_on_start": self.recovered,
-                "jobs": self.archive.job_counts(), "oldest_unextracted": self.archive.oldest_unextracted()}
+                "jobs": self.archive.jobs.counts(), "oldest_unextracted": self.archive.events.oldest_unextracted()}
 
     # ------------------------------------------------------------ ingest
     def ingest(self, key: UserKey, session: str, events: Sequence[Message | Event | dict[str, Any]]) -> JobRecord:
@@ -230,10 +220,10 @@ class ExtractionJobs:
                              session=session, created_at=now, finished_at=now,
                              reason=f"memory is off for app {key.app!r}: nothing was stored")
         with self._lock, store_errors("the event archive"):
-            parsed = identify(messages, self.archive.arrived(key, session), now=now_utc(), max_skew=skew)
-            self.archive.append(key, session, parsed)
+            parsed = identify(messages, self.archive.events.arrived(key, session), now=now_utc(), max_skew=skew)
+            self.archive.events.append(key, session, parsed)
             ignored = sum(m.ignored_parts for m in messages)
-            job = self.archive.create_job(self._plan(key, session, ignored))
+            job = self.archive.jobs.create(self._plan(key, session, ignored))
             job_event(job, self.shard)
             if job.status != "queued":
                 return job
@@ -245,8 +235,8 @@ class ExtractionJobs:
 
     def _plan(self, key: UserKey, session: str, ignored_parts: int = 0) -> JobRecord:
         now = now_utc()
-        cursor = self.archive.last_extract_at(key, session)
-        pending = self.archive.unextracted(key, session, after_seq=self.archive.pending_upto(key, session))
+        cursor = self.archive.sessions.last_extract_at(key, session)
+        pending = self.archive.events.unextracted(key, session, after_seq=self.archive.jobs.pending_upto(key, session))
         todo = extractable(e for _, e in pending)
         counts = {"events": len(todo), **({IGNORED_PARTS: ignored_parts} if ignored_parts else {})}
         job = JobRecord(job_id=new_job_id(self.shard), status="queued", app=key.app, user=key.user,
@@ -256,7 +246,7 @@ class ExtractionJobs:
             reason = f"memory is archive_only for app {key.app!r}: the turns are archived, not extracted"
         elif not todo:
             reason = "no new user/assistant text after the cursor"
-        elif self.settings.extractor.skip_external_context and self.archive.has_external_context(key, session):
+        elif self.settings.extractor.skip_external_context and self.archive.sessions.has_external_context(key, session):
             reason = "the session carries external context (extractor.skip_external_context)"
         elif not self.checker(checkers.CheckContext.of(todo, cursor, now)):
             reason = f"a checker declined the extraction ({len(todo)} pending messages)"
@@ -284,7 +274,7 @@ class ExtractionJobs:
                 self._running += 1
             stack.callback(self._finished_one)
             try:
-                job = self.archive.start_job(job.job_id, sync=sync)
+                job = self.archive.jobs.start(job.job_id, sync=sync)
             except NotFoundError:  # its user was erased while it waited: it finds nothing to extract
                 pass
             t0 = time.perf_counter()
@@ -295,8 +285,8 @@ class ExtractionJobs:
             except Exception as exc:
                 log.exception("shard %d: job %s crashed", self.shard, job.job_id)
                 job = job.model_copy(update={"status": "failed", "reason": f"{type(exc).__name__}: {exc}",
-                                             "cursor": self.archive.last_extract_at(job.key, job.session)})
-            job = self.archive.finish_job(job)
+                                             "cursor": self.archive.sessions.last_extract_at(job.key, job.session)})
+            job = self.archive.jobs.finish(job)
             job_event(job, self.shard, time.perf_counter() - t0)
             return job  # recorded before the user's next job may start
 
@@ -306,8 +296,8 @@ class ExtractionJobs:
 
     def _execute(self, job: JobRecord, stack: ExitStack) -> JobRecord:
         key = job.key
-        cursor = self.archive.last_extract_at(key, job.session)
-        pending = self.archive.unextracted(key, job.session, upto_seq=job.upto_seq)
+        cursor = self.archive.sessions.last_extract_at(key, job.session)
+        pending = self.archive.events.unextracted(key, job.session, upto_seq=job.upto_seq)
         todo = extractable(e for _, e in pending)
         if not todo:
             return job.model_copy(update={"status": "done", "cursor": cursor, "counts": {"events": 0},
@@ -315,11 +305,11 @@ class ExtractionJobs:
 
         def write_turn() -> MemoryService:
             """The user's write turn (held to the end of the job), then the service current now."""
-            stack.enter_context(self._writing(key))
-            if len(self.archive.visible(key, [e.id for e in todo])) < len({e.id for e in todo}):
+            stack.enter_context(self.ctx.writing(key))
+            if len(self.archive.events.visible(key, job.session, [e.id for e in todo])) < len({e.id for e in todo}):
                 raise ConflictError("the turns being extracted were erased or deleted meanwhile: nothing is "
                                     "written", field="session")
-            return self.current.get()
+            return self.served.get()
 
         deadline = _Deadline(self.timeout_s)
         app = self.settings.policy(key.app)
@@ -327,7 +317,7 @@ class ExtractionJobs:
         extractor, episodes = (self.verbatim, None) if verbatim else (self.extractor, self.episodes)
         try:
             report = run_extraction(
-                self.current.get(), key, todo, write_turn=write_turn,
+                self.served.get(), key, todo, session=job.session, write_turn=write_turn,
                 extractor=_TimedExtractor(extractor, deadline, key.app, self.shard),
                 policy=extractor.default_policy if verbatim else self.policy,
                 episodes=_TimedEpisodes(episodes, deadline) if episodes is not None else None,
@@ -337,27 +327,27 @@ class ExtractionJobs:
             reason = str(exc) if isinstance(exc, JobTimeout) else f"{type(exc).__name__}: {exc}"
             return job.model_copy(update={"status": "failed", "reason": reason, "errors": [reason], "cursor": cursor,
                                           "counts": {"events": len(todo)}})
-        self.archive.mark_extracted(key, job.session, pending[-1][0])
+        self.archive.events.mark_extracted(key, job.session, pending[-1][0])
         if report.cursor is not None:
-            self.archive.set_last_extract_at(key, job.session, report.cursor)
+            self.archive.sessions.set_last_extract_at(key, job.session, report.cursor)
         kept = {k: v for k, v in job.counts.items() if k == IGNORED_PARTS}
         return job.model_copy(update={
             "status": "done", "operations": [r.model_dump(mode="json") for r in report.results],
             "errors": report_errors(report), "counts": {**report.counts, **kept},
-            "cursor": self.archive.last_extract_at(key, job.session),
+            "cursor": self.archive.sessions.last_extract_at(key, job.session),
         })
 
     # ------------------------------------------------------------ reads
     def job(self, job_id: str) -> JobRecord:
-        return self.archive.job(job_id)
+        return self.archive.jobs.get(job_id)
 
     def wait(self, job_id: str, timeout: float = 30.0) -> JobRecord:
         """Poll until the job is finished (tests, benchmarks); returns its last state."""
         deadline = time.monotonic() + timeout
-        job = self.archive.job(job_id)
+        job = self.archive.jobs.get(job_id)
         while not job.finished and time.monotonic() < deadline:
             time.sleep(0.005)
-            job = self.archive.job(job_id)
+            job = self.archive.jobs.get(job_id)
         return job
 
 

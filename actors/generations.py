@@ -1,8 +1,8 @@
 """Generations of one shard's stores: re-extraction builds a new one, then reads switch in one step.
 
-A generation is a vector store plus its keyword index (see :mod:`memcore.factory` for the
-layout: ``shard_dir/gen-000N``, the ``current`` pointer file, ``<collection>_gN`` on a Qdrant
-server). The event archive and the session cursors live beside them and are shared by every
+A generation is a vector store plus its keyword index (see :mod:`memcore.layout` for where each
+lives: ``gen-000N/`` in the shard directory, the ``current`` pointer file, ``<collection>_gN`` on a
+Qdrant server). The event archive and the session cursors live beside them and are shared by every
 generation. The steps, each one call on the shard:
 
 1. :meth:`Generations.begin` opens the staging generation N (wiping leftovers of a failed run)
@@ -35,15 +35,14 @@ import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from actors.archive import SqliteArchive
-from actors.current import CurrentService
-from actors.erasure import gone_ids, prune_derived
-from memcore import factory, layout
+from actors.context import ShardContext, ShardPart
+from actors.erasure import hidden_turns, prune_derived
+from memcore import factory
 from memcore.errors import ValidationError
 from memcore.extraction.events import Event, cursor_of
 from memcore.extraction.factory import build_extractor
@@ -51,8 +50,10 @@ from memcore.extraction.pipeline import run_extraction
 from memcore.fields import now_utc
 from memcore.model import Entry, UserKey
 from memcore.ports import Extractor, Vectors
+from memcore.provenance import TurnIndex
+from memcore.records import ArchivedTurn, Turn
 from memcore.service import MemoryService
-from memcore.settings import ExtractorSettings, Settings
+from memcore.settings import ExtractorSettings
 from memcore.vocabulary import enabled_operations
 
 CATCH_UP_MARGIN = timedelta(seconds=2)
@@ -64,29 +65,18 @@ class _Staging:
     service: MemoryService
     started_at: datetime
     chosen: set[UserKey]
-    covered: dict[UserKey, set[str]] = field(default_factory=dict)
-    gone: dict[UserKey, set[str]] = field(default_factory=dict)
+    covered: dict[UserKey, set[Turn]] = field(default_factory=dict)
+    """Turns the replay extracted, per user (a live write made only from them is not caught up)."""
+    gone: dict[UserKey, set[Turn]] = field(default_factory=dict)
     """Turns hidden, removed or erased during the build, per user (their entries are dropped at the switch)."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-class Generations:
+class Generations(ShardPart):
     """The generation bookkeeping of one shard (the shard owns the writes gate and the service slot)."""
 
-    def __init__(
-        self,
-        settings: Settings,
-        shard: int,
-        archive: SqliteArchive,
-        served: CurrentService,
-        freeze: Callable[[], AbstractContextManager[Any]],
-        current: int,
-    ) -> None:
-        self.settings = settings
-        self.shard = shard
-        self.archive = archive
-        self.served = served
-        self._freeze = freeze
+    def __init__(self, ctx: ShardContext, current: int) -> None:
+        super().__init__(ctx)
         self.current = current
         self.staging: _Staging | None = None
         self.retired: dict[int, MemoryService] = {}
@@ -98,16 +88,13 @@ class Generations:
 
     def _build(self, generation: int) -> MemoryService:
         """A service over ``generation``'s stores, with the embedder of the service served now."""
-        return factory.build_service(self.settings, self.shard, self.served.get().embedder, generation=generation)
+        return factory.build_service(self.layout, self.served.get().embedder, generation=generation)
 
     # ------------------------------------------------------------------ info
     def info(self) -> dict[str, Any]:
-        on_disk = set(layout.generations_on_disk(self.settings, self.shard)) | {self.current}
+        on_disk = set(self.layout.generations_on_disk()) | {self.current}
         return {"shard": self.shard, "current": self.current, "generations": sorted(on_disk),
                 "staging": self.staging.generation if self.staging else None}
-
-    def _owned(self, entry: Entry) -> bool:
-        return layout.owns(self.settings, self.shard, entry.key)
 
     # ------------------------------------------------------------------ build
     def begin(self, generation: int, apps: Sequence[str] = (), users: Sequence[str] = ()) -> dict[str, Any]:
@@ -118,9 +105,9 @@ class Generations:
             if self.staging is not None:
                 raise ValidationError(f"shard {self.shard} is already building generation "
                                       f"{self.staging.generation}", field="generation")
-            chosen = set(self.archive.users(apps, users))
+            chosen = set(self.archive.sessions.users(apps, users))
             with self._state:  # :meth:`others` must not open the directory as a retired generation meanwhile
-                self._wipe(generation)
+                self.layout.wipe(generation)
                 service = self._build(generation)
                 self.staging = _Staging(generation, service, now_utc(), chosen)
         try:
@@ -145,18 +132,18 @@ class Generations:
         enabled = enabled_operations(self.settings.policy(key.app).enabled_tools())
         counts = {"sessions": 0, "events": 0, "operations": 0, "applied": 0, "skipped": 0, "failed": 0,
                   "rejected": 0}
-        covered: set[str] = set()
-        for session in self.archive.sessions_in_order(key):
-            events = [e for e in self.archive.read(key, session) if e.is_text]
-            if cfg.skip_external_context and self.archive.has_external_context(key, session):
+        covered: set[Turn] = set()
+        for session in self.archive.events.sessions_in_order(key):
+            events = [e for e in self.archive.events.read(key, session) if e.is_text]
+            if cfg.skip_external_context and self.archive.sessions.has_external_context(key, session):
                 continue
             counts["sessions"] += 1
             for chunk in _chunks(events, ex.max_events):
-                report = run_extraction(staging.service, key, chunk, ex, policy=policy, enabled=enabled,
-                                        now=cursor_of(chunk))
+                report = run_extraction(staging.service, key, chunk, ex, session=session, policy=policy,
+                                        enabled=enabled, now=cursor_of(chunk))
                 for name in ("events", "operations", "applied", "skipped", "failed", "rejected"):
                     counts[name] += report.counts.get(name, 0)
-                covered.update(e.id for e in chunk)
+                covered.update(Turn(session, e.id) for e in chunk)
         with staging.lock:
             staging.covered.setdefault(key, set()).update(covered)
         return {"app": key.app, "user": key.user, **counts}
@@ -176,20 +163,20 @@ class Generations:
             if generation == self.current:
                 return {"shard": self.shard, "from": self.current, "to": generation, "caught_up": 0}
             staging = self.staging if self.staging and self.staging.generation == generation else None
-            if staging is None and generation not in layout.generations_on_disk(self.settings, self.shard):
+            if staging is None and generation not in self.layout.generations_on_disk():
                 raise ValidationError(f"shard {self.shard} has no generation {generation}", field="generation")
             with self._state:
                 target = staging.service if staging else self.retired.pop(generation, None)
             if target is None:
                 target = self._build(generation)
             t0 = time.monotonic()
-            with self._freeze():
+            with self.ctx.freeze():
                 old = self.served.get()
                 caught_up = self._catch_up(old, staging) if staging else 0
                 if staging:
                     for key, gone in staging.gone.items():
-                        prune_derived(staging.service, key, gone | gone_ids(self.archive, key))
-                factory.set_current_generation(self.settings, self.shard, generation)
+                        prune_derived(staging.service, key, gone | hidden_turns(self.archive, key), self.archive)
+                self.layout.point_at(generation)
                 self.served.replace(target)
                 previous, self.current = self.current, generation
                 with self._state:
@@ -200,13 +187,16 @@ class Generations:
 
     def _catch_up(self, old: MemoryService, staging: _Staging) -> int:
         since = staging.started_at - CATCH_UP_MARGIN
+        covered = {key: TurnIndex(ArchivedTurn(t.session, t.event_id, "visible") for t in turns)
+                   for key, turns in staging.covered.items()}
 
         def wanted(e: Entry) -> bool:
             if e.updated_at < since:
                 return False
             if e.key not in staging.chosen or not e.provenance:
                 return True
-            return not set(e.provenance) <= staging.covered.get(e.key, set())
+            replayed = covered.get(e.key)
+            return replayed is None or not all(replayed.candidates(r) for r in e.provenance)
 
         return self._copy(old, staging.service, wanted)
 
@@ -219,7 +209,7 @@ class Generations:
         with self._state:
             out = [self.staging.service] if self.staging is not None else []
             staging = self.staging.generation if self.staging is not None else None
-            for generation in layout.generations_on_disk(self.settings, self.shard):
+            for generation in self.layout.generations_on_disk():
                 if generation in (self.current, staging):
                     continue
                 if generation not in self.retired:
@@ -227,7 +217,7 @@ class Generations:
                 out.append(self.retired[generation])
             yield out
 
-    def note_gone(self, key: UserKey, gone: set[str]) -> None:
+    def note_gone(self, key: UserKey, gone: set[Turn]) -> None:
         """Turns of ``key`` hidden, removed or erased now: drop the staging entries made from them, now
         (what was replayed already) and at the switch (what a replay still running writes)."""
         with self._state:
@@ -236,7 +226,7 @@ class Generations:
             return
         with staging.lock:
             staging.gone.setdefault(key, set()).update(gone)
-        prune_derived(staging.service, key, gone)
+        prune_derived(staging.service, key, gone, self.archive)
 
     def compact(self, embedded: bool) -> dict[str, Any]:
         """Rewrite every generation's stores without deleted data, writes frozen: embedded vector stores are
@@ -248,12 +238,12 @@ class Generations:
             if self.staging is not None:
                 return {"shard": self.shard, "skipped": f"generation {self.staging.generation} is being built"}
             t0 = time.monotonic()
-            with self._freeze(), self._state:  # no writer holds ``_state`` once the gate is closed
+            with self.ctx.freeze(), self._state:  # no writer holds ``_state`` once the gate is closed
                 points = self._compact_serving(embedded)
                 for service in self.retired.values():
                     _close(service)
                 self.retired.clear()
-                generations = sorted(set(layout.generations_on_disk(self.settings, self.shard)) | {self.current})
+                generations = sorted(set(self.layout.generations_on_disk()) | {self.current})
                 for generation in generations:
                     if generation != self.current:
                         points += self._compact_closed(generation, embedded)
@@ -264,35 +254,34 @@ class Generations:
         from memcore.stores import qdrant_edge
 
         served = self.served.get()
-        base = layout.generation_dir(self.settings, self.shard, self.current)
+        vectors = self.layout.vectors_dir(self.current)
         points = 0
         if embedded:
-            points = qdrant_edge.write_fresh(base / "vectors", served.embedder.dim,
-                                             _pages(served))
-        factory.write_fresh_keywords(self.settings, self.shard, self.current, layout.owned(
-            self.settings, self.shard, served.vectors.scroll(None, include_deleted=False)))
+            points = qdrant_edge.write_fresh(vectors, served.embedder.dim, _pages(served))
+        fresh = factory.build_keyword_index(self.layout, self.current, fresh=True)
+        try:
+            self.layout.reindex(served.vectors, fresh)
+        finally:
+            fresh.close()
         _close(served)
         try:
             if embedded:
-                qdrant_edge.swap_in(base / "vectors")
-            factory.swap_in_keywords(self.settings, self.shard, self.current)
+                qdrant_edge.swap_in(vectors)
+            self.layout.swap_in_keywords(self.current)
         finally:  # serve again, compacted or (a failure) as it was; a lost keyword index is rebuilt below
-            service = factory.build_service(self.settings, self.shard, served.embedder, generation=self.current)
-            if service.keywords.count() != layout.owned_entries_count(service.vectors, self.settings, self.shard):
-                service.keywords.rebuild(layout.owned(self.settings, self.shard,
-                                                      service.vectors.scroll(None, include_deleted=False)))
+            service = self._build(self.current)
+            if self.layout.stale(service.vectors, service.keywords):
+                self.layout.reindex(service.vectors, service.keywords)
             self.served.replace(service)
         return points
 
     def _compact_closed(self, generation: int, embedded: bool) -> int:
         from memcore.stores.qdrant_edge import compact_dir
 
-        base = layout.generation_dir(self.settings, self.shard, generation)
-        points = compact_dir(base / "vectors", self.served.get().embedder.dim) if embedded else 0
-        shutil.rmtree(base / "keywords", ignore_errors=True)
+        points = compact_dir(self.layout.vectors_dir(generation), self.served.get().embedder.dim) if embedded else 0
+        shutil.rmtree(self.layout.keywords_dir(generation), ignore_errors=True)
         service = self._build(generation)
-        service.keywords.rebuild(layout.owned(self.settings, self.shard,
-                                              service.vectors.scroll(None, include_deleted=False)))
+        self.layout.reindex(service.vectors, service.keywords)
         self.retired[generation] = service
         return points
 
@@ -307,7 +296,7 @@ class Generations:
                     _close(staging.service)
                 if generation == self.current or generation in self.retired:
                     return {"shard": self.shard, "generation": generation, "removed": False}
-                self._wipe(generation)
+                self.layout.wipe(generation)
             return {"shard": self.shard, "generation": generation, "removed": True}
 
     def drop(self, generation: int) -> dict[str, Any]:
@@ -322,8 +311,8 @@ class Generations:
                 service = self.retired.pop(generation, None)
                 if service is not None:
                     _close(service)
-                existed = generation in layout.generations_on_disk(self.settings, self.shard)
-                self._wipe(generation)
+                existed = generation in self.layout.generations_on_disk()
+                self.layout.wipe(generation)
             return {"shard": self.shard, "generation": generation, "removed": existed}
 
     def close(self) -> None:
@@ -342,18 +331,10 @@ class Generations:
             raise ValidationError(f"shard {self.shard} is not building generation {generation}", field="generation")
         return staging
 
-    def _wipe(self, generation: int) -> None:
-        if generation == 1:
-            base = layout.shard_dir(self.settings, self.shard)
-            for name in ("vectors", "keywords"):
-                shutil.rmtree(base / name, ignore_errors=True)
-        else:
-            shutil.rmtree(layout.generation_dir(self.settings, self.shard, generation), ignore_errors=True)
-
     def _copy(self, src: MemoryService, dst: MemoryService, wanted: Callable[[Entry], bool]) -> int:
         copied = 0
         for entries, vectors in _pages(src):
-            keep = [i for i, e in enumerate(entries) if self._owned(e) and wanted(e)]
+            keep = [i for i, e in enumerate(entries) if self.layout.owns(e.key) and wanted(e)]
             if not keep:
                 continue
             picked = [entries[i] for i in keep]
@@ -364,19 +345,8 @@ class Generations:
 
 
 def _pages(service: MemoryService) -> Iterator[tuple[list[Entry], Vectors]]:
-    """(entries, vectors) pages of a whole store; re-embeds when the store cannot return vectors."""
-    scroll = getattr(service.vectors, "scroll_with_vectors", None)
-    if scroll is not None:
-        yield from scroll(None, include_deleted=True)
-        return
-    page: list[Entry] = []
-    for entry in service.vectors.scroll(None, include_deleted=True):
-        page.append(entry)
-        if len(page) == 256:
-            yield page, service.embedder.embed_passages([e.text for e in page])
-            page = []
-    if page:
-        yield page, service.embedder.embed_passages([e.text for e in page])
+    """(entries, vectors) pages of a whole store, tombstones included."""
+    return service.vectors.scroll_with_vectors(None, include_deleted=True)
 
 
 def _chunks(events: list[Event], size: int | None) -> Iterator[list[Event]]:

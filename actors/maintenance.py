@@ -24,39 +24,26 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from actors.archive import SqliteArchive
-from actors.current import CurrentService
-from actors.erasure import expire_events
-from actors.extraction_queue import Writing
-from memcore import layout
+from actors.context import ShardContext, ShardPart
 from memcore.errors import MemoryServiceError
 from memcore.model import Entry, UserKey
-from memcore.settings import Settings
 
 log = logging.getLogger(__name__)
 
 
-class Maintenance:
+class Maintenance(ShardPart):
     def __init__(
         self,
-        current: CurrentService,
-        archive: SqliteArchive,
-        settings: Settings,
-        shard: int,
-        writing: Writing,
+        ctx: ShardContext,
         *,
         compact: Callable[[bool], dict[str, Any] | None] | None = None,
         start: bool = True,
     ) -> None:
+        super().__init__(ctx)
         self._compact = compact
-        self.current = current
-        self.archive = archive
-        self.settings = settings
-        self.shard = shard
-        self._writing = writing
         self._stop = threading.Event()
         self.last: dict[str, Any] = {}
-        self._thread = threading.Thread(target=self._loop, name=f"shard{shard}-maintenance", daemon=True)
+        self._thread = threading.Thread(target=self._loop, name=f"shard{self.shard}-maintenance", daemon=True)
         if start:
             self._thread.start()
 
@@ -78,7 +65,7 @@ class Maintenance:
         expired, events = self.expire(now), self.expire_events(now)
         last: dict[str, Any] = {
             "expired": expired, "expired_events": events,
-            "pruned_jobs": self.archive.prune_jobs(self.settings.extractor.job_retention_s),
+            "pruned_jobs": self.archive.jobs.prune(self.settings.extractor.job_retention_s),
         }
         if self._compact is not None:
             last["compacted"] = self._compact(bool(expired or events)) is not None
@@ -88,7 +75,7 @@ class Maintenance:
     def expire_events(self, now: float | None = None) -> int:
         """Delete the archived turns older than their app's lifetime; returns how many."""
         now = time.time() if now is None else now
-        removed = sum(expire_events(self.archive, app, int((now - life) * 1_000_000))
+        removed = sum(self.archive.events.expire(app, datetime.fromtimestamp(now - life, UTC))
                       for app, life in self.settings.ttl.apps.items())
         if removed:
             log.info("shard %d: expired %d archived turns", self.shard, removed)
@@ -99,7 +86,7 @@ class Maintenance:
         """Record a read of ``entries`` (only when refresh on access is on and the app has a TTL)."""
         ttl = self.settings.ttl
         if ttl.refresh_on_access and ttl.ttl_of(key.app) is not None:
-            self.archive.touch(key, [e.id for e in entries])
+            self.archive.access.touch(key, [e.id for e in entries])
 
     def due(self, entry: Entry, now: float, seen: dict[str, float] | None = None) -> bool:
         """Whether the sweep deletes ``entry`` at ``now``: its own expiry passed (:meth:`Entry.expired`), or
@@ -117,26 +104,26 @@ class Maintenance:
         ttl = self.settings.ttl
         now = time.time() if now is None else now
         candidates: dict[UserKey, list[str]] = {}
-        stored = self.current.get().vectors.scroll(None, include_deleted=False)
-        for e in layout.owned(self.settings, self.shard, stored):
+        stored = self.served.get().vectors.scroll(None, include_deleted=False)
+        for e in self.layout.owned(stored):
             if self.due(e, now):
                 candidates.setdefault(e.key, []).append(e.id)
         removed = 0
         for key, ids in candidates.items():
-            seen = self.archive.last_access(key) if ttl.refresh_on_access else {}
+            seen = self.archive.access.last_access(key) if ttl.refresh_on_access else {}
             gone: list[str] = []
-            with self._writing(key):
-                for entry in self.current.get().vectors.get(key, ids):
+            with self.ctx.writing(key):
+                for entry in self.served.get().vectors.get(key, ids):
                     if not entry.active or not self.due(entry, now, seen):
                         continue
                     try:
-                        self.current.get().delete(key, entry.id, hard=True)
+                        self.served.get().delete(key, entry.id, hard=True)
                     except MemoryServiceError as exc:
                         log.warning("shard %d: expiring %s failed: %s", self.shard, entry.id, exc)
                         continue
                     gone.append(entry.id)
             if gone:
-                self.archive.forget_access(key, gone)
+                self.archive.access.forget(key, gone)
                 removed += len(gone)
         if removed:
             log.info("shard %d: expired %d memories", self.shard, removed)

@@ -7,13 +7,17 @@
   is missing or stale (a dirty marker left by an interrupted write, or a count mismatch);
 - auto memory: ``ingest`` archives session turns and queues extraction jobs run by worker
   threads in per-user order (:mod:`actors.extraction_queue`); ``job`` and ``recall`` read the
-  shard's SQLite archive (:mod:`actors.archive`); jobs left unfinished by a dead shard are
-  re-queued on start;
+  shard's event archive (:class:`memcore.ports.EventArchive`); jobs left unfinished by a dead shard
+  are re-queued on start;
 - a maintenance thread expires memories of apps with a TTL (:mod:`actors.maintenance`);
 - bulk writes of the backfill job (``backfill``: archive + entries with precomputed vectors +
   session cursors, in the user's FIFO) and the generations of re-extraction
   (:mod:`actors.generations`): the service it serves from is swapped in one step while
   every write is held at the writes gate (:class:`actors.write_gate.WriteGate`).
+
+The parts share one :class:`actors.context.ShardContext` (layout, served service, archive, the
+writes gate's two doors); every path of the shard's directory comes from its
+:class:`memcore.layout.ShardLayout`.
 """
 
 from __future__ import annotations
@@ -27,23 +31,23 @@ from typing import Any, TypeVar
 
 from pydantic import TypeAdapter
 
-from actors.archive import RecallHit, SqliteArchive
+from actors.context import ShardContext
 from actors.current import CurrentService
 from actors.extraction_queue import ExtractionJobs
 from actors.generations import Generations
-from actors.job_table import JobRecord
 from actors.maintenance import Maintenance
 from actors.queues import Ticket, UserQueues
-from actors.sequence import SEQ_FILE, SeqCounter
 from actors.shard_backfill import write_backfill
 from actors.shard_erasure import ErasingTools, ShardErasure
 from actors.shard_telemetry import shard_started, spanned, timed_write, traced_call
 from actors.write_gate import WriteGate
-from memcore import factory, layout, preload, tools
+from memcore import factory, preload, tools
 from memcore.errors import NotFoundError, PermissionDeniedError, ValidationError
 from memcore.extraction.events import parse_events
+from memcore.layout import ShardLayout
 from memcore.model import Entry, InjectionMode, Memory, PreloadResult, UserKey
 from memcore.ports import Embedder, Extractor, Vectors
+from memcore.records import JobRecord, RecallHit
 from memcore.search_model import SearchHit, SearchOptions, TopicsMatch
 from memcore.service import MemoryService
 from memcore.settings import Settings, ToolMode
@@ -61,7 +65,7 @@ T = TypeVar("T")
 @dataclass(frozen=True)
 class Ack:
     """A write's result plus its position in the user's FIFO (1, 2, 3, ... per user, kept across
-    shard restarts by :class:`actors.sequence.SeqCounter`)."""
+    shard restarts and erasures by the archive's :class:`memcore.ports.SequenceRepository`)."""
 
     seq: int
     value: Any
@@ -79,50 +83,46 @@ class ShardCore:
     ) -> None:
         self.settings = settings
         self.shard = shard
+        self.layout = ShardLayout(settings, shard)
         self.started_at = time.time()
-        generation = factory.current_generation(settings, shard)
-        self.current = CurrentService(factory.build_service(settings, shard, embedder, generation=generation))
-        self._dirty = layout.shard_dir(settings, shard) / "keywords.dirty"
-        self._seq = SeqCounter(layout.shard_dir(settings, shard) / SEQ_FILE)
-        self._queues = UserQueues(self._seq.next)
-        self._gate = WriteGate(self._queues, self._dirty)
-        self._writing, self._freeze = self._gate.writing, self._gate.frozen
+        generation = factory.current_generation(self.layout)
+        self.current = CurrentService(factory.build_service(self.layout, embedder, generation=generation))
+        self.archive = factory.build_archive(self.layout)
+        self._queues = UserQueues(self.archive.sequence.next)
+        self._gate = WriteGate(self._queues, self.layout.dirty_marker)
+        self._writing = self._gate.writing
         t0 = time.perf_counter()
         self.rebuilt = self._recover()
-        self.archive = SqliteArchive(layout.shard_dir(settings, shard) / "archive.sqlite3")
-        self.jobs = ExtractionJobs(self.current, self.archive, settings, shard, self._writing,
-                                   extractor=extractor, start=start_workers)
-        self.generations = Generations(settings, shard, self.archive, self.current, self._freeze, generation)
-        self.erasure = ShardErasure(settings, shard, self.current, self.archive, self.generations)
-        self.maintenance = Maintenance(self.current, self.archive, settings, shard, self._writing,
-                                       compact=self.erasure.compact_if_needed, start=start_workers)
+        ctx = ShardContext(self.layout, self.current, self.archive, self._gate.writing, self._gate.frozen)
+        self.jobs = ExtractionJobs(ctx, extractor=extractor, start=start_workers)
+        self.generations = Generations(ctx, generation)
+        self.erasure = ShardErasure(ctx, self.generations)
+        self.maintenance = Maintenance(ctx, compact=self.erasure.compact_if_needed, start=start_workers)
         self.watch = shard_started(self, time.perf_counter() - t0)
 
     # ------------------------------------------------------------ lifecycle
     def _recover(self) -> int | None:
         """Finish rotating updates an interrupted write left half done, then rebuild the keyword index if
         the write left it stale; returns docs indexed or None."""
-        if self._dirty.exists():
-            finished = self.service.finish_rotations(lambda key: layout.owns(self.settings, self.shard, key))
+        dirty = self.layout.dirty_marker
+        service = self.service
+        if dirty.exists():
+            finished = service.finish_rotations(self.layout.owns)
             if finished:
                 log.warning("shard %d: finished %d interrupted rotating update(s)", self.shard, finished)
-        owned = layout.owned_entries_count(self.service.vectors, self.settings, self.shard)
-        indexed = self.service.keywords.count()
-        staged = self.service.keywords.needs_rebuild
-        if not self._dirty.exists() and not staged and owned == indexed:
+        if not dirty.exists() and not self.layout.stale(service.vectors, service.keywords):
             return None
-        log.warning("shard %d: rebuilding keyword index (dirty=%s, staged=%s, vectors=%d, keywords=%d)",
-                    self.shard, self._dirty.exists(), staged, owned, indexed)
-        entries = layout.owned(self.settings, self.shard, self.service.vectors.scroll(None, include_deleted=False))
-        count = self.service.keywords.rebuild(entries)
-        self._dirty.unlink(missing_ok=True)
+        log.warning("shard %d: rebuilding keyword index (dirty=%s, staged=%s, keywords=%d)", self.shard,
+                    dirty.exists(), service.keywords.needs_rebuild, service.keywords.count())
+        count = self.layout.reindex(service.vectors, service.keywords)
+        dirty.unlink(missing_ok=True)
         return count
 
     def status(self) -> dict[str, Any]:
         return {
             "shard": self.shard,
             "pid": os.getpid(),
-            "entries": layout.owned_entries_count(self.service.vectors, self.settings, self.shard),
+            "entries": self.layout.owned_count(self.service.vectors),
             "keyword_docs": self.service.keywords.count(),
             "pending_writes": self._queues.pending(),
             "rebuilt_on_start": self.rebuilt,
@@ -138,7 +138,6 @@ class ShardCore:
         self.jobs.close()
         self.generations.close()
         self.archive.close()
-        self._seq.close()
         self.service.vectors.close()
         self.service.keywords.close()
 
@@ -215,14 +214,9 @@ class ShardCore:
     @timed_write("forget")
     def forget(self, key: UserKey) -> Ack:
         """Erase ``key`` completely (entries, tombstones, archived turns, cursors, jobs, access times, every
-        generation, the user's write counter); the value counts what was removed. Compaction then removes
-        the bytes."""
-        def run() -> dict[str, Any]:
-            counts = self.erasure.forget(key)
-            self._seq.forget(key)
-            return counts
-
-        return self._write(key, run)
+        generation; the write counter keeps counting, so ``X-Memcluster-Seq`` never repeats); the value
+        counts what was removed. Compaction then removes the bytes."""
+        return self._write(key, lambda: self.erasure.forget(key))
 
     def compact(self) -> dict[str, Any]:
         """Rewrite this shard's stores and archive without deleted data (writes wait meanwhile)."""
@@ -255,7 +249,7 @@ class ShardCore:
 
     def export_users(self, app: str) -> list[str]:
         """The users of ``app`` this shard owns (with at least one entry, tombstones count), sorted."""
-        return [u for u in self.service.users(app) if layout.owns(self.settings, self.shard, UserKey(app=app, user=u))]
+        return [u for u in self.service.users(app) if self.layout.owns(UserKey(app=app, user=u))]
 
     def export(self, key: UserKey) -> list[Entry]:
         """Every entry of ``key``, tombstones included, ordered by id (a backup; no TTL refresh)."""
@@ -276,7 +270,7 @@ class ShardCore:
             raise ValidationError(f"max_results must be 1..{MAX_RECALL_RESULTS}", field="max_results")
         if not self._memory_on(key):
             return []
-        return self.archive.search(key, query, exclude_session=session, limit=max_results)
+        return self.archive.events.search(key, query, exclude_session=session, limit=max_results)
 
     # ---------------------------------------------------------------- reads
     def get(self, key: UserKey, entry_id: str) -> Entry:

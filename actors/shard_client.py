@@ -10,11 +10,10 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
-from actors.archive import RecallHit
 from actors.backend import ShardBackend, unwrap
-from actors.job_table import JobRecord
 from memcore.model import Entry, InjectionMode, PreloadResult, UserKey
 from memcore.ports import Vectors
+from memcore.records import JobRecord, RecallHit
 from memcore.search_model import TopicsMatch
 from memcore.settings import ToolMode
 

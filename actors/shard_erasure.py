@@ -4,8 +4,8 @@ Every method runs inside the user's write turn (the shard calls it through ``_wr
 :meth:`ShardErasure.compact`, which freezes all writes itself. A deletion applies to the serving
 generation, to every other generation of the shard (the staging one of a running re-extraction and
 the retired ones on disk, :meth:`actors.generations.Generations.others`) and to the archived turns
-(:mod:`actors.erasure`). Anything removed for good marks the shard for compaction (the file
-``compact.needed`` in the shard directory, so a restart does not lose it); the maintenance loop
+(:mod:`actors.erasure`). Anything removed for good marks the shard for compaction (the marker
+``compact.needed`` in the shard directory, :mod:`memcore.layout`, so a restart does not lose it); the maintenance loop
 compacts a marked shard on its next sweep, ``memctl compact`` at once.
 """
 
@@ -15,96 +15,94 @@ import logging
 from typing import Any
 
 from actors import erasure
-from actors.archive import SqliteArchive
-from actors.current import CurrentService
+from actors.context import ShardContext, ShardPart
 from actors.generations import Generations
-from memcore import layout
 from memcore.model import UserKey
+from memcore.records import Turn
 from memcore.service import MemoryService
-from memcore.settings import Settings
 
-COMPACT_MARKER = "compact.needed"
 log = logging.getLogger(__name__)
 
 
-class ShardErasure:
-    def __init__(self, settings: Settings, shard: int, current: CurrentService, archive: SqliteArchive,
-                 generations: Generations) -> None:
-        self.settings = settings
-        self.shard = shard
-        self.current = current
-        self.archive = archive
+class ShardErasure(ShardPart):
+    def __init__(self, ctx: ShardContext, generations: Generations) -> None:
+        super().__init__(ctx)
         self.generations = generations
-        self.marker = layout.shard_dir(settings, shard) / COMPACT_MARKER
+        self.marker = ctx.layout.compact_marker
 
     def _hard(self, hard: bool | None) -> bool:
-        return (not self.current.get().config.soft_delete) if hard is None else hard
+        return (not self.served.get().config.soft_delete) if hard is None else hard
 
-    def _sources(self, key: UserKey, gone: set[str], hard: bool) -> int:
-        """Hide (soft) or remove (hard) these archived turns and the entries other generations made of them."""
-        changed = erasure.drop_sources(self.archive, key, sorted(gone), "remove" if hard else "hide")
+    def _sources(self, key: UserKey, gone: set[Turn], hard: bool) -> int:
+        """Hide (soft) or remove (hard) these archived turns and the staged entries made of them."""
+        changed = erasure.drop(self.archive, key, gone, hard=hard)
         self.generations.note_gone(key, gone)
         if hard:
             self.marker.touch()
         return changed
 
     def delete(self, key: UserKey, entry_id: str, hard: bool | None, purge_sources: bool = False) -> dict[str, int]:
-        service = self.current.get()
+        service = self.served.get()
         hard = self._hard(hard)
         src = service.get(key, entry_id)
         service.delete(key, entry_id, hard=hard)
-        gone = erasure.orphaned_sources([src], service.vectors.scroll(key, include_deleted=False),
-                                        purge=purge_sources)
+        index = erasure.index_of(self.archive, key, src.provenance)
+        gone = erasure.sources([src], service.vectors.scroll(key, include_deleted=False), index,
+                               purge=purge_sources)
         with self.generations.others() as others:
             for other in others:
                 erasure.retire_ids(other, key, [entry_id], hard=hard)
-                erasure.prune_derived(other, key, gone)
+                erasure.prune_derived(other, key, gone, self.archive)
         return {"entries": 1, "events": self._sources(key, gone, hard)}
 
     def clear(self, key: UserKey, hard: bool | None, purge_sources: bool = False) -> dict[str, int]:
         """Clear ``key``: the turns the cleared entries came from go too; with ``purge_sources`` every
         archived turn of the user."""
-        service = self.current.get()
+        service = self.served.get()
         hard = self._hard(hard)
         removed = list(service.vectors.scroll(key, include_deleted=hard))
         cleared = service.clear(key, hard=hard)
-        gone = erasure.orphaned_sources(removed, [], purge=True)
         if purge_sources:
-            gone |= {e.id for e in self.archive.read(key)} | erasure.gone_ids(self.archive, key)
+            gone = erasure.index_of(self.archive, key).turns()
+        else:
+            gone = erasure.sources(removed, [], erasure.index_of(self.archive, key, erasure.cited(removed)))
         with self.generations.others() as others:
             for other in others:
                 other.clear(key, hard=hard)
-                erasure.prune_derived(other, key, gone)
+                erasure.prune_derived(other, key, gone, self.archive)
         return {"entries": cleared, "events": self._sources(key, gone, hard)}
 
     def drop_turns(self, key: UserKey, session: str, event_ids: list[str] | None) -> dict[str, Any]:
         """Remove (hard) ``session``'s archived turns, the given ones or all of them, and every entry (in
-        every generation) none of whose source turns is left. A pending extraction job never reads a
-        removed turn (only visible ones are extracted). Entries go first, then the turns in one
-        transaction: a retry after a crash in between finishes the erasure."""
-        service = self.current.get()
-        doomed_turns = erasure.session_turns(self.archive, key, session, event_ids)
-        entries = list(service.vectors.scroll(key, include_deleted=True))
-        cited = {p for e in entries for p in e.provenance}
-        still = self.archive.visible(key, sorted(cited - doomed_turns)) if cited else set()
-        doomed = erasure.sourceless(entries, doomed_turns, still)
+        every generation) that cites one of them and has no source turn left. A pending extraction job
+        never reads a removed turn (only visible ones are extracted). Entries go first, then the turns in
+        one transaction: a retry after a crash in between finishes the erasure."""
+        service = self.served.get()
+        dropping = {t.turn for t in self.archive.events.turns(key, session=session, ids=event_ids)
+                    if t.state != "removed"}
+        doomed = self._sourceless(service, key, dropping)
         if doomed:
             service.vectors.delete(key, doomed)
             service.keywords.delete(doomed)
         with self.generations.others() as others:
             for other in others:
-                gone = erasure.sourceless(other.vectors.scroll(key, include_deleted=True), doomed_turns, still)
-                erasure.retire_ids(other, key, gone, hard=True)
-        removed = erasure.remove_turns(self.archive, key, session, event_ids)
-        self.generations.note_gone(key, set(removed))
+                erasure.retire_ids(other, key, self._sourceless(other, key, dropping), hard=True)
+        removed = self.archive.events.remove(key, dropping)
+        self.generations.note_gone(key, dropping)
         if removed or doomed:
             self.marker.touch()
-        return {"session": session, "events": len(removed), "entries": len(doomed)}
+        return {"session": session, "events": removed, "entries": len(doomed)}
+
+    def _sourceless(self, service: MemoryService, key: UserKey, dropping: set[Turn]) -> list[str]:
+        if not dropping:
+            return []
+        entries = list(service.vectors.scroll(key, include_deleted=True))
+        return erasure.sourceless(entries, erasure.index_of(self.archive, key, erasure.cited(entries)), dropping)
 
     def forget(self, key: UserKey) -> dict[str, Any]:
         """Erase everything of ``key`` in this shard; returns the counts of what was removed."""
-        service = self.current.get()
-        events = {e.id for e in self.archive.read(key)} | erasure.gone_ids(self.archive, key)
+        service = self.served.get()
+        turns = erasure.index_of(self.archive, key).turns()
         entries = service.vectors.count(key, include_deleted=True)
         service.vectors.delete_user(key)
         service.keywords.delete_user(key)
@@ -114,8 +112,8 @@ class ShardErasure:
                 elsewhere += other.vectors.count(key, include_deleted=True)
                 other.vectors.delete_user(key)
                 other.keywords.delete_user(key)
-        rows = erasure.erase_user(self.archive, key)
-        self.generations.note_gone(key, events)
+        rows = self.archive.erase_user(key)
+        self.generations.note_gone(key, turns)
         self.marker.touch()
         return {"app": key.app, "user": key.user, "entries": entries, "other_generation_entries": elsewhere,
                 "events": rows["events"], "sessions": rows["sessions"], "jobs": rows["jobs"],
@@ -125,10 +123,10 @@ class ShardErasure:
         """Rewrite the shard's stores and archive without deleted data (see the module doc)."""
         self.marker.unlink(missing_ok=True)
         try:
-            result = self.generations.compact(layout.embedded(self.settings))
+            result = self.generations.compact(self.layout.embedded)
             if "skipped" in result:
                 self.marker.touch()
-            erasure.compact_archive(self.archive)
+            self.archive.compact()
         except BaseException:
             self.marker.touch()
             raise

@@ -75,7 +75,7 @@ def shard_started(core: Any, rebuild_s: float) -> ShardWatch:
 
 def sample(core: Any) -> dict[str, float]:
     """The shard's gauges now (also what ``memctl status`` shows through the shard's status)."""
-    oldest = core.archive.oldest_unextracted()
+    oldest = core.archive.events.oldest_unextracted()
     lag = max(0.0, time.time() - oldest) if oldest is not None else 0.0
     st = core.jobs.status()
     return {"queue_depth": float(st["queued"]), "jobs_running": float(st["running"]), "cursor_lag_seconds": lag}

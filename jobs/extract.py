@@ -12,7 +12,8 @@ sessions (the granularity needs them whole). With a base URL the sessions are cu
 of :data:`LLM_CHUNK_EVENTS` turns and sent as batched chat completions through
 ``ray.data.llm``'s HTTP request processor (no vLLM needed); the model sees no existing
 memories (the calls are independent) and may only add (``memory_add``). Deterministic code
-turns its tool calls into memories exactly as the live extractor does.
+turns its tool calls into memories exactly as the live extractor does, citing each turn as
+``<session>/<event_id>`` (:func:`memcore.provenance.cite`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from memcore.extraction.events import Event
 from memcore.extraction.llm import CHUNK_EVENTS, LLMExtractor
 from memcore.extraction.verbatim import VerbatimExtractor
 from memcore.fields import MAX_PROVENANCE, utc
+from memcore.provenance import cite
 from memcore.settings import ExtractorSettings
 from memcore.vocabulary import ADD, DEFAULT_NAMES, Granularity
 
@@ -73,7 +75,7 @@ class VerbatimStage:
             extractor = VerbatimExtractor(self.granularity, _names(row["names"]), window=self.window)
             out.append(_unit(row, "events", 0, 1, -1, row["events"]))
             try:
-                ops = extractor.extract(events).operations
+                ops = cite(row["session"], extractor.extract(events).operations)
             except Exception as exc:  # noqa: BLE001 - one bad session must not stop the job
                 out.append(_unit(row, "error", 0, 1, -1, f"verbatim extraction failed: {type(exc).__name__}: {exc}"))
                 continue
@@ -137,7 +139,8 @@ class LLMRequests:
             result = self.extractor.parse(calls, [], [e.id for e in delta][-MAX_PROVENANCE:])
         except ValueError as exc:
             return {**out, "memories": "[]", "error": str(exc)}
-        mems = [op.memory.model_dump(mode="json") for op in result.operations if op.memory is not None]
+        mems = [op.memory.model_dump(mode="json") for op in cite(row["session"], result.operations)
+                if op.memory is not None]
         return {**out, "memories": json.dumps(mems, ensure_ascii=False), "error": ""}
 
 

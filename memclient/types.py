@@ -82,7 +82,8 @@ class SearchHit:
     score: float
     merged: tuple[str, ...] = ()
     cut: tuple[str, ...] = ()
-    """Turn ids left out of the text to fit ``max_tokens`` (the provenance holds the turns kept)."""
+    """Turn refs (``<session>/<event_id>``) left out of the text to fit ``max_tokens`` (the provenance holds the
+    turns kept)."""
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> SearchHit:

@@ -10,7 +10,7 @@ Contract shared by all adapters (the congruence tests check it):
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
@@ -18,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from memcore.model import Entry, Kind, UserKey
+from memcore.records import ArchivedTurn, JobRecord, RecallHit, Turn
 from memcore.search_model import TopicsMatch
 from memcore.vocabulary import PolicyName
 
@@ -73,6 +74,13 @@ class VectorStore(Protocol):
 
     def scroll(self, key: UserKey | None = None, *, include_deleted: bool = True) -> Iterator[Entry]:
         """Every entry of ``key`` (or of the whole store when ``key`` is None)."""
+        ...
+
+    def scroll_with_vectors(
+        self, key: UserKey | None = None, *, include_deleted: bool = True
+    ) -> Iterator[tuple[list[Entry], Vectors]]:
+        """Pages of (entries, their stored vectors, one row each) of ``key`` (or of the whole store): what a
+        generation copies into another store, and what a compaction rewrites, without embedding again."""
         ...
 
     def count(self, key: UserKey | None = None, *, include_deleted: bool = False) -> int:
@@ -179,26 +187,211 @@ class Extractor(Protocol):
         ...
 
 
-class EventArchive(Protocol):
-    """Raw user/assistant turns per session plus each session's durable extraction cursor.
+class EventRepository(Protocol):
+    """The archived user/assistant text turns of each (app, user, session), kept for session recall,
+    extraction and re-extraction.
 
-    Kept for session recall and re-extraction. ``append`` is idempotent by (app, user, session,
-    event id): a resent event keeps its first stored version. The cursor (``last_extract_at``,
-    the timestamp of the last event an extraction processed) only moves forward.
-    Implementation: :class:`actors.archive.SqliteArchive`.
+    A turn is (session, event id) within its user (:class:`memcore.records.Turn`). ``append`` is
+    idempotent by (app, user, session, event id): a resent event keeps its first stored version. Each
+    new turn gets an arrival number (increasing, never reused) and starts unextracted: the delta of a
+    session is its unextracted turns in arrival order, whatever their timestamps say. Only visible
+    turns are read by recall, extraction and re-extraction (:data:`memcore.records.TurnState`).
     """
 
     def append(self, key: UserKey, session: str, events: Sequence[Event]) -> int:
-        """Store ``events``; returns how many were new."""
+        """Store the text turns of ``events`` (and note the session, with its external-context mark);
+        returns how many were new."""
         ...
 
     def read(self, key: UserKey, session: str | None = None) -> list[Event]:
-        """Archived events of one session (or of every session of ``key``), oldest first."""
+        """Visible turns of one session (or of every session of ``key``), oldest first."""
+        ...
+
+    def arrived(self, key: UserKey, session: str) -> list[Event]:
+        """Every turn the session ever archived (hidden and removed ones too), in arrival order."""
+        ...
+
+    def unextracted(self, key: UserKey, session: str, *, after_seq: int | None = None,
+                    upto_seq: int | None = None) -> list[tuple[int, Event]]:
+        """Visible turns not extracted yet as ``(arrival number, event)``, in arrival order; optionally only
+        those after ``after_seq`` and up to ``upto_seq``."""
+        ...
+
+    def mark_extracted(self, key: UserKey, session: str, upto_seq: int | None = None,
+                       ids: Sequence[str] | None = None) -> int:
+        """Mark the session's turns extracted: those up to ``upto_seq``, or those named by ``ids``, or
+        (neither given) all of them; returns how many changed."""
+        ...
+
+    def oldest_unextracted(self) -> float | None:
+        """Epoch seconds of the oldest turn not extracted yet, over the archive's users."""
+        ...
+
+    def visible(self, key: UserKey, session: str, ids: Sequence[str]) -> set[str]:
+        """Which of these event ids of the session are archived and visible."""
+        ...
+
+    def sessions_in_order(self, key: UserKey) -> list[str]:
+        """``key``'s sessions that hold visible turns, by their first turn's time (then id)."""
+        ...
+
+    def search(self, key: UserKey, query: str, *, exclude_session: str | None = None,
+               limit: int = 10) -> list[RecallHit]:
+        """BM25 (or as good) over the visible turns of ``key``'s sessions other than ``exclude_session``,
+        best first; CJK characters match one by one (:func:`memcore.text.tokenize`)."""
+        ...
+
+    def count(self, key: UserKey | None = None) -> int:
+        """Archived turns (of ``key``, or of the whole archive), any state."""
+        ...
+
+    def turns(self, key: UserKey, *, session: str | None = None,
+              ids: Sequence[str] | None = None) -> list[ArchivedTurn]:
+        """``key``'s archived turns in any state: of one session and/or with these event ids (any session
+        when ``session`` is None); what the delete paths resolve provenance refs against."""
+        ...
+
+    def hide(self, key: UserKey, turns: Iterable[Turn]) -> int:
+        """Hide these visible turns (a soft delete); returns how many changed."""
+        ...
+
+    def remove(self, key: UserKey, turns: Iterable[Turn]) -> int:
+        """Remove these turns for good: text blanked everywhere (recall index included), the id kept;
+        returns how many changed (removed ones are left as they are)."""
+        ...
+
+    def expire(self, app: str, before: datetime) -> int:
+        """Delete ``app``'s turns with a timestamp before ``before``, except those an unfinished job of their
+        session has yet to extract; returns how many."""
+        ...
+
+
+class SessionRepository(Protocol):
+    """Each session's durable extraction cursor and external-context mark (sessions are noted by
+    :meth:`EventRepository.append`)."""
+
+    def sessions(self, key: UserKey) -> list[str]:
+        """``key``'s archived sessions, by id."""
+        ...
+
+    def users(self, apps: Sequence[str] = (), users: Sequence[str] = ()) -> list[UserKey]:
+        """Every (app, user) with an archived session, optionally only of ``apps`` / named ``users``."""
+        ...
+
+    def has_external_context(self, key: UserKey, session: str) -> bool:
+        """Whether any event of the session (of any role) was marked ``external_context``."""
         ...
 
     def last_extract_at(self, key: UserKey, session: str) -> datetime | None:
+        """The session's cursor: the newest extracted turn's time (for reporting and the checkers)."""
         ...
 
     def set_last_extract_at(self, key: UserKey, session: str, at: datetime) -> None:
         """Move the cursor to ``at`` (never backwards), durably."""
+        ...
+
+
+class JobRepository(Protocol):
+    """One record per ingest (:class:`memcore.records.JobRecord`), numbered in ingest order."""
+
+    def create(self, job: JobRecord) -> JobRecord:
+        """Record ``job``; returns it with its ingest number."""
+        ...
+
+    def start(self, job_id: str, *, sync: bool = False) -> JobRecord:
+        """Mark the job running (one more attempt); :class:`memcore.errors.NotFoundError` when it is gone."""
+        ...
+
+    def finish(self, job: JobRecord) -> JobRecord:
+        """Store the final state of ``job`` (status, reason, result, cursor) and its finish time."""
+        ...
+
+    def get(self, job_id: str) -> JobRecord:
+        """The job; :class:`memcore.errors.NotFoundError` when there is none."""
+        ...
+
+    def stored(self, job: JobRecord) -> JobRecord:
+        """The stored state of ``job``, or ``job`` itself when its record is gone (its user was erased)."""
+        ...
+
+    def requeue_unfinished(self) -> list[JobRecord]:
+        """Jobs a dead shard left queued or running, back to ``queued``, in ingest order."""
+        ...
+
+    def of_session(self, key: UserKey, session: str) -> list[JobRecord]:
+        """Every recorded job of one session, in ingest order."""
+        ...
+
+    def pending_upto(self, key: UserKey, session: str) -> int | None:
+        """The highest arrival bound of the session's unfinished jobs (the turns they will extract)."""
+        ...
+
+    def counts(self) -> dict[str, int]:
+        """Jobs by status."""
+        ...
+
+    def prune(self, older_than_s: float) -> int:
+        """Delete finished job records created more than ``older_than_s`` seconds ago; returns how many."""
+        ...
+
+
+class AccessRepository(Protocol):
+    """When entries were last read (the TTL's optional refresh on access)."""
+
+    def touch(self, key: UserKey, entry_ids: Iterable[str], at: float | None = None) -> None:
+        """Record a read of these entries at ``at`` (epoch seconds, default now); never moves backwards."""
+        ...
+
+    def last_access(self, key: UserKey) -> dict[str, float]:
+        """Entry id → epoch seconds of its last recorded read."""
+        ...
+
+    def forget(self, key: UserKey, entry_ids: Iterable[str]) -> None:
+        ...
+
+
+class SequenceRepository(Protocol):
+    """The per-user write counter behind ``X-Memcluster-Seq``: it never repeats a number, not even after
+    the user is erased."""
+
+    def next(self, key: UserKey) -> int:
+        """The user's next number (1 for a user never seen), committed before it is returned."""
+        ...
+
+
+class EventArchive(Protocol):
+    """Everything a shard keeps besides its stores: archived turns, session cursors, jobs, access times
+    and write numbers, as repositories over one engine; every row is keyed by (app, user).
+
+    Calls that span users (``requeue_unfinished``, ``oldest_unextracted``, ``counts``, ``prune``,
+    ``users``, ``expire``) cover the users this archive serves: a shard's own file, or in an engine
+    shared by every shard, the users the shard owns. Implementation:
+    :class:`memcore.stores.sqlite_archive.SqliteArchive` (one SQLite file per shard).
+    """
+
+    @property
+    def events(self) -> EventRepository: ...
+
+    @property
+    def sessions(self) -> SessionRepository: ...
+
+    @property
+    def jobs(self) -> JobRepository: ...
+
+    @property
+    def access(self) -> AccessRepository: ...
+
+    @property
+    def sequence(self) -> SequenceRepository: ...
+
+    def erase_user(self, key: UserKey) -> dict[str, int]:
+        """Delete every row of ``key`` but its write counter, in one transaction; returns the counts
+        (``events``, ``sessions``, ``jobs``, ``access``)."""
+        ...
+
+    def compact(self) -> None:
+        """Rewrite the storage so that no deleted text is left in it (vacuum, index merge, log truncation)."""
+        ...
+
+    def close(self) -> None:
         ...

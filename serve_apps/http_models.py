@@ -15,13 +15,12 @@ from typing import Annotated, Any, Literal
 from fastapi import Query
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from actors.archive import RecallHit
-from actors.job_table import JobStatus
 from memcore.errors import ValidationError
 from memcore.extraction.events import MessageBatch
 from memcore.fields import SessionId, check_topics, encodable
 from memcore.metadata import MetadataError, Scalar, check_filter
 from memcore.model import Entry, InjectionMode, Memory, MemoryPatch, PreloadStrategy
+from memcore.records import JobStatus, RecallHit
 from memcore.search_model import SearchOptions, TopicsMatch
 from memcore.settings import ToolMode
 from memcore.vocabulary import MAX_TOKENS_LIMIT
@@ -69,7 +68,8 @@ _MEMORY_DOCS = {
     "participants": "People involved (at most 64).",
     "location": "Where the episode happened (up to 256 characters).",
     "source": "Who the memory is about or came from: `user` or `assistant`.",
-    "provenance": "Ids of the conversation turns the memory came from (at most 1024).",
+    "provenance": "Refs of the conversation turns the memory came from, `<session>/<event_id>` (a bare "
+                  "event id names that id in any session; at most 1024).",
     "metadata": "A small JSON object kept with the memory (at most 32 keys of letters, digits, `_`, `-`; 4096 bytes "
                 "of JSON); not part of the memory's identity; filterable by equality (`metadata_filter`).",
     "key": "An optional caller key (1..512 characters): the memory's identity becomes (app, user, key), so a "
@@ -178,7 +178,7 @@ class Hit(BaseModel):
     merged: list[str] = Field(default_factory=list, description=(
         "Ids of further verbatim windows merged into this hit (its text and provenance are their union)."))
     cut: list[str] = Field(default_factory=list, description=(
-        "Turn ids left out of this hit's text to fit `max_tokens` (its provenance holds exactly the turns kept)."))
+        "Turn refs left out of this hit's text to fit `max_tokens` (its provenance holds exactly the turns kept)."))
 
 
 class SearchResponse(BaseModel):

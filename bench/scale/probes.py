@@ -171,8 +171,8 @@ def restart(shards: Shards) -> dict[str, Any]:
     opened = shards.open()
     shards.close()
     for k in range(shards.settings.shards):
-        from memcore.layout import shard_dir
+        from memcore.layout import ShardLayout
 
-        shutil.rmtree(shard_dir(shards.settings, k) / "keywords")
+        shutil.rmtree(ShardLayout(shards.settings, k).keywords_dir())
     rebuilt = shards.open()
     return {"open": opened, "rebuild_keywords": rebuilt, "load_average": load_average()}

@@ -2,7 +2,7 @@
 
     python -m bench.scale.rss PROBE.json vectors|keywords|archive
 
-Opens the store of every shard as the shard does (:mod:`memcore.factory`, :class:`actors.archive.SqliteArchive`),
+Opens the store of every shard as the shard does (:mod:`memcore.factory`, :func:`memcore.factory.build_archive`),
 runs the probe's reads (vector searches / keyword searches / archive recall searches for the probe's users), and
 prints one JSON line: the child's RSS before opening (imports done), after opening and after the reads (MB).
 """
@@ -22,9 +22,9 @@ def main(argv: list[str]) -> int:
     import qdrant_edge  # noqa: F401  (the engines' own import cost is baseline, not the store's)
     import tantivy  # noqa: F401
 
-    from actors.archive import SqliteArchive
-    from memcore import factory, layout
+    from memcore import factory
     from memcore.ids import shard_of
+    from memcore.layout import ShardLayout
     from memcore.model import UserKey
     from memcore.settings import Settings
 
@@ -36,20 +36,20 @@ def main(argv: list[str]) -> int:
     texts = probe["queries"]
     base = rss_mb()
     if store == "vectors":
-        opened = [factory.build_vector_store(settings, k, probe["dim"]) for k in range(settings.shards)]
+        opened = [factory.build_vector_store(ShardLayout(settings, k), probe["dim"]) for k in range(settings.shards)]
         opened_rss = rss_mb()
         for j, key in enumerate(keys):
             opened[shard_of(key, settings.shards)].search(key, qvecs[j % len(qvecs)], limit=100)
     elif store == "keywords":
-        kw = [factory.build_keyword_index(settings, k) for k in range(settings.shards)]
+        kw = [factory.build_keyword_index(ShardLayout(settings, k)) for k in range(settings.shards)]
         opened_rss = rss_mb()
         for j, key in enumerate(keys):
             kw[shard_of(key, settings.shards)].search(key, texts[j % len(texts)], limit=100)
     else:
-        arch = [SqliteArchive(layout.shard_dir(settings, k) / "archive.sqlite3") for k in range(settings.shards)]
+        arch = [factory.build_archive(ShardLayout(settings, k)) for k in range(settings.shards)]
         opened_rss = rss_mb()
         for j, key in enumerate(keys):
-            arch[shard_of(key, settings.shards)].search(key, texts[j % len(texts)])
+            arch[shard_of(key, settings.shards)].events.search(key, texts[j % len(texts)])
     warm = rss_mb()
     print(json.dumps({"baseline_mb": base, "opened_mb": opened_rss, "warm_mb": warm,
                       "store_mb": round(warm - base, 1), "reads": len(keys)}))

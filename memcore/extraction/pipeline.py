@@ -11,6 +11,9 @@
    failures are recorded in the report and the rest continue. A caller that serialises writes
    passes ``write_turn``: its turn is taken here, after the model calls.
 
+Extractors cite the delta's event ids; the operations are applied with those made provenance
+refs of the delta's session (:func:`memcore.provenance.cite`: ``"<session>/<event_id>"``).
+
 The report's ``cursor`` is the timestamp of the last delta event: the caller moves the
 session's durable ``last_extract_at`` to it only once this function has returned.
 """
@@ -31,6 +34,7 @@ from memcore.fields import now_utc, utc
 from memcore.model import Entry, Operation, UserKey
 from memcore.policy.apply import OpResult, apply_operations
 from memcore.ports import Extractor
+from memcore.provenance import cite
 from memcore.search_model import SearchOptions
 from memcore.service import MemoryService
 from memcore.vocabulary import DEFAULT_POLICY, PolicyName
@@ -88,6 +92,7 @@ def run_extraction(
     events_delta: Sequence[Event],
     extractor: Extractor,
     *,
+    session: str,
     policy: PolicyName = DEFAULT_POLICY,
     episodes: EpisodeStage | None = None,
     existing_limit: int = EXISTING_LIMIT,
@@ -96,7 +101,8 @@ def run_extraction(
     now: datetime | None = None,
     write_turn: Callable[[], MemoryService] | None = None,
 ) -> ExtractionReport:
-    """Extract ``events_delta`` (see :func:`memcore.extraction.events.extractable`) and apply the result.
+    """Extract ``events_delta``, turns of ``session`` (see :func:`memcore.extraction.events.extractable`),
+    and apply the result.
 
     ``write_turn``, when given, is called once, just before operations are applied (never when
     there are none): it takes the caller's write turn and returns the service to write into
@@ -113,7 +119,7 @@ def run_extraction(
         existing, source, search_error = load_existing(
             service, key, build_query(delta), limit=existing_limit, fallback_limit=fallback_limit)
     extracted = extractor.extract(delta, existing, now=when)
-    ops = list(extracted.operations)
+    ops = cite(session, extracted.operations)
     rejected = list(extracted.rejected)
     episode_errors: list[str] = []
     n_episodes = 0
@@ -122,7 +128,7 @@ def run_extraction(
         if stage.error:
             episode_errors.append(stage.error)
         else:
-            ops.extend(stage.operations)
+            ops.extend(cite(session, stage.operations))
             n_episodes = len(stage.operations)
         rejected.extend(f"episode stage: {r}" for r in stage.rejected)
     target = write_turn() if write_turn is not None and ops else service

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from actors.job_table import JobRecord
 from actors.shard import ShardCore
+from memcore.records import JobRecord
 from memcore.settings import Settings
 
 MakeCore = Callable[..., ShardCore]

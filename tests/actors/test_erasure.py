@@ -13,14 +13,13 @@ from typing import Any
 
 import pytest
 
-from actors.archive import SqliteArchive
 from actors.shard import ShardCore
-from actors.shard_erasure import COMPACT_MARKER
-from memcore import layout
 from memcore.errors import NotFoundError
+from memcore.layout import ShardLayout
 from memcore.model import UserKey
 from memcore.settings import Settings
 from memcore.stores.qdrant_edge import OLD_SUFFIX, QdrantEdgeStore, compact_dir, recover_compaction
+from memcore.stores.sqlite_archive import SqliteArchive
 
 ANN = UserKey(app="app", user="ann")
 BOB = UserKey(app="app", user="bob")
@@ -67,7 +66,7 @@ def visible_anywhere(core: ShardCore, key: UserKey, marker: str) -> list[str]:
     found += [f"search:{h.entry.id}" for h in core.search(key, {"query": marker}) if marker in h.entry.text]
     found += [f"recall:{h.event_id}" for h in core.recall(key, marker) if marker in h.content]
     found += [f"preload:{e.id}" for e in core.preload(key, -1, marker, "system", None).entries if marker in e.text]
-    found += [f"archive:{e.id}" for e in core.archive.read(key) if marker in e.content]
+    found += [f"archive:{e.id}" for e in core.archive.events.read(key) if marker in e.content]
     return found
 
 
@@ -81,12 +80,12 @@ def test_forget_erases_the_user_everywhere_and_compaction_leaves_no_byte(
     counts = core.forget(ANN).value
     assert counts["entries"] == 3 and counts["events"] == 2 and counts["sessions"] == 1
     assert visible_anywhere(core, ANN, marker) == []
-    assert core.export(ANN) == [] and core.archive.users() == []
+    assert core.export(ANN) == [] and core.archive.sessions.users() == []
     assert [e.text for e in core.read(BOB)] == ["Bob plays chess"]
-    assert (layout.shard_dir(settings, 0) / COMPACT_MARKER).exists()
+    assert ShardLayout(settings, 0).compact_marker.exists()
     result = core.compact()
     assert result["vectors_rebuilt"] and result["points"] == 1
-    assert not (layout.shard_dir(settings, 0) / COMPACT_MARKER).exists()
+    assert not ShardLayout(settings, 0).compact_marker.exists()
     assert files_containing(Path(settings.data_dir), marker) == []
     assert [h.entry.text for h in core.search(BOB, {"query": "chess"})] == ["Bob plays chess"]  # still serves
     core.add(BOB, {"text": "Bob joined a club"})  # and writes
@@ -98,7 +97,7 @@ def test_hard_delete_removes_the_turns_only_it_came_from(core: ShardCore, settin
     plant(core, ANN, marker)
     secret = next(e for e in core.read(ANN) if "secret" in e.text)
     core.delete(ANN, secret.id, hard=True)
-    kept = {e.id: e.content for e in core.archive.read(ANN)}
+    kept = {e.id: e.content for e in core.archive.events.read(ANN)}
     assert kept == {"s1-1": "I live in Porto"}  # the shared turn feeds a live memory: it stays
     assert [h.event_id for h in core.recall(ANN, "Porto")] == ["s1-1"]
     code = next(e for e in core.read(ANN) if "code name" in e.text)
@@ -112,7 +111,7 @@ def test_purge_sources_removes_shared_turns_too(core: ShardCore) -> None:
     plant(core, ANN, "zqxpurgemarker")
     secret = next(e for e in core.read(ANN) if "secret" in e.text)
     core.delete(ANN, secret.id, hard=True, purge_sources=True)
-    assert core.archive.read(ANN) == []
+    assert core.archive.events.read(ANN) == []
     assert {e.text for e in core.read(ANN)} >= {"User lives in Porto"}  # the other memory stays
 
 
@@ -121,7 +120,7 @@ def test_clear_removes_the_sources_and_purge_every_turn(core: ShardCore, setting
     plant(core, ANN, marker)
     core.backfill(ANN, [("s2", turns("s2", [f"small talk {marker}"], T0 + timedelta(days=1)))], [], None)
     assert core.clear(ANN, hard=True).value == 3
-    assert [e.content for e in core.archive.read(ANN)] == [f"small talk {marker}"]  # no memory came from it
+    assert [e.content for e in core.archive.events.read(ANN)] == [f"small talk {marker}"]  # no memory came from it
     core.clear(ANN, hard=True, purge_sources=True)
     assert visible_anywhere(core, ANN, marker) == []
     core.compact()
@@ -178,7 +177,7 @@ def test_a_job_whose_turns_were_erased_writes_nothing(make_core: Any) -> None:
         core.job(job.job_id)
     core.jobs.start()
     time.sleep(0.5)
-    assert core.read(ANN) == [] and core.archive.read(ANN) == []
+    assert core.read(ANN) == [] and core.archive.events.read(ANN) == []
 
 
 def test_ttl_expires_archived_turns(settings: Settings, hashing_embedder: Any) -> None:
@@ -192,9 +191,9 @@ def test_ttl_expires_archived_turns(settings: Settings, hashing_embedder: Any) -
                       [("old", turns("old", ["no ttl for this app"], now - timedelta(days=9)))], [], None)
         done = core.maintenance.run_once()
         assert done["expired_events"] == 1 and done["compacted"]
-        assert [e.content for e in core.archive.read(ANN)] == ["a recent turn"]
+        assert [e.content for e in core.archive.events.read(ANN)] == ["a recent turn"]
         assert core.recall(ANN, "zqxoldturn") == []
-        assert len(core.archive.read(UserKey(app="keep", user="ann"))) == 1
+        assert len(core.archive.events.read(UserKey(app="keep", user="ann"))) == 1
         assert files_containing(Path(s.data_dir), "zqxoldturn") == []
     finally:
         core.close()
@@ -223,10 +222,10 @@ def test_an_archive_without_the_hidden_column_is_migrated(tmp_path: Path) -> Non
         " DEFAULT 0, seq INTEGER, extracted INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (app, user, session, id));"
         " INSERT INTO events VALUES ('app', 'ann', 's', 'e1', 'user', 'hello', 1, 0, 1, 1);")
     db.close()
-    archive = SqliteArchive(path)
+    archive = SqliteArchive(path, tmp_path / "seq.sqlite3")
     try:
-        assert [e.content for e in archive.read(ANN)] == ["hello"]
-        assert archive.visible(ANN, ["e1"]) == {"e1"}
+        assert [e.content for e in archive.events.read(ANN)] == ["hello"]
+        assert archive.events.visible(ANN, "s", ["e1"]) == {"e1"}
     finally:
         archive.close()
 
@@ -336,6 +335,72 @@ def test_a_pending_job_never_extracts_a_removed_turn(make_core: Any) -> None:
         time.sleep(0.05)
     texts = [e.text for e in core.read(ANN)]
     assert any("zqxkept" in t for t in texts) and not any("zqxpopped" in t for t in texts)
-    assert [e.id for e in core.archive.read(ANN)] == ["e2"]
+    assert [e.id for e in core.archive.events.read(ANN)] == ["e2"]
     assert core.drop_turns(ANN, "s7").value == {"session": "s7", "events": 1, "entries": 1}
-    assert core.read(ANN) == [] and core.archive.read(ANN) == []
+    assert core.read(ANN) == [] and core.archive.events.read(ANN) == []
+
+
+# ------------------------------------------------------------------ event ids across sessions
+def two_sessions_reusing_e1(core: ShardCore, marker: str) -> None:
+    """Two sessions that number their messages from e1 (as docs/archive-format.md's example does), each
+    extracted (verbatim, one memory per turn)."""
+    from tests.actors.conftest import done
+
+    done(core, core.ingest(ANN, "s1", [{"id": "e1", "role": "user", "content": f"my pin is {marker}"}]))
+    done(core, core.ingest(ANN, "s2", [{"id": "e1", "role": "user", "content": "I like green tea"}]))
+
+
+def test_a_hard_delete_removes_its_turn_though_another_session_reuses_the_event_id(
+        make_core: Any, tmp_path: Path) -> None:
+    marker = "zqxreusedid"
+    core = make_core()
+    two_sessions_reusing_e1(core, marker)
+    secret = next(e for e in core.read(ANN) if marker in e.text)
+    core.delete(ANN, secret.id, hard=True)
+    assert core.recall(ANN, marker) == []
+    assert [e.content for e in core.archive.events.read(ANN)] == ["I like green tea"]
+    assert [e.text for e in core.read(ANN)] == ["User: I like green tea"]
+    core.compact()
+    assert files_containing(tmp_path, marker) == []
+
+
+def test_deleting_a_turn_keeps_the_memories_of_another_sessions_turn_with_the_same_id(make_core: Any) -> None:
+    core = make_core()
+    two_sessions_reusing_e1(core, "zqxdropturn")
+    assert core.drop_turns(ANN, "s1", ["e1"]).value == {"session": "s1", "events": 1, "entries": 1}
+    assert [e.text for e in core.read(ANN)] == ["User: I like green tea"]
+    assert [h.session for h in core.recall(ANN, "green tea")] == ["s2"]
+
+
+def test_a_reextraction_keeps_a_live_memory_of_a_reused_event_id(make_core: Any) -> None:
+    """The replay covered s1/e1; a turn s2/e1 extracted live during the build is not "covered" by it."""
+    from tests.actors.conftest import done
+
+    core = make_core()
+    done(core, core.ingest(ANN, "s1", [{"id": "e1", "role": "user", "content": "I play the cello"}]))
+    core.begin_generation(2, ["app"], [])
+    core.reextract_user(2, ANN, {"granularity": "turn"})
+    done(core, core.ingest(ANN, "s2", [{"id": "e1", "role": "user", "content": "I moved to Lisbon"}]))
+    core.switch_generation(2)
+    assert sorted(e.text for e in core.read(ANN)) == ["User: I moved to Lisbon", "User: I play the cello"]
+
+
+def test_bare_refs_written_before_sessions_were_cited_still_erase(core: ShardCore, settings: Settings) -> None:
+    """Entries and archives written with bare event ids keep working; an id two sessions share is
+    ambiguous: erasure removes every turn it may name unless another memory names that turn for certain,
+    and keeps every memory that may still have a visible source (memcore.provenance)."""
+    marker = "zqxbarerefs"
+    core.backfill(ANN, [("s1", [{"id": "e1", "role": "user", "content": f"my pin is {marker}",
+                                 "timestamp": T0.isoformat()}]),
+                        ("s2", [{"id": "e1", "role": "user", "content": "I like green tea",
+                                 "timestamp": (T0 + timedelta(days=1)).isoformat()}])],
+                  [{"text": f"User: my pin is {marker}", "provenance": ["e1"]},
+                   {"text": "User: I like green tea", "provenance": ["e1"]}], None)
+    assert core.drop_turns(ANN, "s1", ["e1"]).value["entries"] == 0  # each may still come from s2/e1
+    assert len(core.read(ANN)) == 2
+    secret = next(e for e in core.read(ANN) if marker in e.text)
+    core.delete(ANN, secret.id, hard=True)
+    assert visible_anywhere(core, ANN, marker) == [] and core.recall(ANN, "green tea") == []
+    assert [e.text for e in core.read(ANN)] == ["User: I like green tea"]
+    core.compact()
+    assert files_containing(Path(settings.data_dir), marker) == []

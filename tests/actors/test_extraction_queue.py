@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 
 from actors.extraction_queue import job_shard, new_job_id
-from actors.job_table import JobRecord
 from actors.shard import ShardCore
 from memcore.errors import ValidationError
 from memcore.extraction.events import ExtractionResult
@@ -25,6 +24,7 @@ from memcore.extraction.verbatim import VerbatimExtractor
 from memcore.extraction.wrapper import ExtractorWrapper
 from memcore.fields import now_utc
 from memcore.model import UserKey
+from memcore.records import JobRecord
 from memcore.service import MemoryService
 from testkit.scripted_llm import Reply, ScriptedLLM, messages_text, tool_call
 from tests.actors.conftest import MakeCore, done
@@ -57,7 +57,7 @@ def test_ingest_validates_events_and_session(make_core: MakeCore) -> None:
         with pytest.raises(ValidationError) as bad_session:
             core.ingest(A, session, turns(1))
         assert bad_session.value.field == "session"
-    assert core.archive.read(A) == []
+    assert core.archive.events.read(A) == []
 
 
 # ------------------------------------------------------------------ delta and cursor
@@ -69,8 +69,8 @@ def test_whole_session_resent_extracts_only_the_delta(make_core: MakeCore) -> No
     assert second.upto == T0 + timedelta(minutes=3)
     second = done(core, second)
     assert second.counts["events"] == 2 and second.counts["applied"] == 2
-    assert second.cursor == T0 + timedelta(minutes=3) == core.archive.last_extract_at(A, "s1")
-    assert provenance(core) == [["e0"], ["e1"], ["e2"], ["e3"]]
+    assert second.cursor == T0 + timedelta(minutes=3) == core.archive.sessions.last_extract_at(A, "s1")
+    assert provenance(core) == [["s1/e0"], ["s1/e1"], ["s1/e2"], ["s1/e3"]]
     again = core.ingest(A, "s1", turns(4))
     assert again.status == "skipped" and "no new" in (again.reason or "")
     assert len(core.read(A)) == 4
@@ -106,7 +106,7 @@ def test_queued_jobs_of_one_session_split_the_delta(make_core: MakeCore) -> None
     r1, r2 = done(core, j1), done(core, j2)
     assert (r1.counts["events"], r2.counts["events"]) == (2, 3)
     assert r2.cursor == T0 + timedelta(minutes=4)
-    assert provenance(core) == [["e0"], ["e1"], ["e2"], ["e3"], ["e4"]]
+    assert provenance(core) == [["s1/e0"], ["s1/e1"], ["s1/e2"], ["s1/e3"], ["s1/e4"]]
 
 
 def test_llm_sees_only_new_turns_and_existing_memories(make_core: MakeCore, scripted_llm: ScriptedLLM) -> None:
@@ -132,7 +132,7 @@ def test_declining_checker_is_a_no_op(make_core: MakeCore, scripted_llm: Scripte
     skipped = core.ingest(A, "s1", turns(2, text="token-{i}"))
     assert skipped.status == "skipped" and "checker declined" in (skipped.reason or "")
     assert core.job(skipped.job_id).status == "skipped"
-    assert scripted_llm.requests == [] and core.read(A) == [] and core.archive.last_extract_at(A, "s1") is None
+    assert scripted_llm.requests == [] and core.read(A) == [] and core.archive.sessions.last_extract_at(A, "s1") is None
     scripted_llm.push(remember_tokens)
     ran = done(core, core.ingest(A, "s1", turns(3, text="token-{i}")))  # 3 > 2: all three pending turns
     assert ran.status == "done" and ran.counts["events"] == 3
@@ -147,7 +147,7 @@ def test_time_interval_checker(make_core: MakeCore) -> None:
     assert first.status == "done"
     later = core.ingest(A, "s1", turns(4, t0=t0))  # minutes after the last extraction
     assert later.status == "skipped" and "checker declined" in (later.reason or "")
-    assert core.archive.last_extract_at(A, "s1") == first.cursor
+    assert core.archive.sessions.last_extract_at(A, "s1") == first.cursor
 
 
 def test_sessions_with_external_context_are_skipped(make_core: MakeCore) -> None:
@@ -157,8 +157,8 @@ def test_sessions_with_external_context_are_skipped(make_core: MakeCore) -> None
            *turns(1, start=1)]
     job = core.ingest(A, "rag", rag)
     assert job.status == "skipped" and "external context" in (job.reason or "")
-    assert core.read(A) == [] and core.archive.last_extract_at(A, "rag") is None
-    assert [e.id for e in core.archive.read(A, "rag")] == ["e0", "e1"]  # still archived for recall
+    assert core.read(A) == [] and core.archive.sessions.last_extract_at(A, "rag") is None
+    assert [e.id for e in core.archive.events.read(A, "rag")] == ["e0", "e1"]  # still archived for recall
     assert done(core, core.ingest(A, "plain", turns(2, prefix="p"))).status == "done"
 
 
@@ -167,7 +167,7 @@ def test_external_context_is_extracted_when_the_guard_is_off(make_core: MakeCore
     events = [*turns(1), {"id": "t1", "role": "tool", "content": "retrieved text", "external_context": True,
                           "timestamp": (T0 + timedelta(seconds=30)).isoformat()}]
     job = done(core, core.ingest(A, "rag", events))
-    assert job.status == "done" and provenance(core) == [["e0"]]  # the tool message itself never is
+    assert job.status == "done" and provenance(core) == [["rag/e0"]]  # the tool message itself never is
 
 
 # ------------------------------------------------------------------ queue
@@ -206,8 +206,8 @@ def test_fifty_sessions_of_one_user_run_in_ingest_order(make_core: MakeCore) -> 
     assert any(j.sync for j in finished) and not all(j.sync for j in finished)
     for before, after in pairwise(finished):
         assert before.finished_at and after.started_at and before.finished_at <= after.started_at
-    by_session = {e.provenance[0].split("-")[0]: e.updated_at for e in core.read(A)}
-    stamps = [by_session[f"s{j.session.removeprefix('session-')}"] for j in finished]
+    by_session = {e.provenance[0].split("/")[0]: e.updated_at for e in core.read(A)}
+    stamps = [by_session[j.session] for j in finished]
     assert stamps == sorted(stamps) and len(set(stamps)) == 50  # applied in ingest order
 
 
@@ -241,7 +241,7 @@ def test_extractor_500_fails_and_keeps_the_cursor(make_core: MakeCore, scripted_
     scripted_llm.push(Reply(status=500, body={"error": {"message": "boom", "type": "server_error"}}))
     failed = done(core, core.ingest(A, "s1", turns(2, text="token-{i}")))
     assert failed.status == "failed" and "HTTP 500" in (failed.reason or "") and failed.errors
-    assert failed.cursor is None and core.archive.last_extract_at(A, "s1") is None and core.read(A) == []
+    assert failed.cursor is None and core.archive.sessions.last_extract_at(A, "s1") is None and core.read(A) == []
     scripted_llm.push(remember_tokens)
     retried = done(core, core.ingest(A, "s1", turns(3, text="token-{i}")))  # the retry covers the old turns
     assert retried.status == "done" and retried.counts["events"] == 3
@@ -256,7 +256,7 @@ def test_extractor_timeout_fails_and_keeps_the_cursor(make_core: MakeCore, scrip
     assert failed.status == "failed" and "timed out" in (failed.reason or "")
     assert failed.cursor is None and core.read(A) == []
     time.sleep(1.6)  # the late answer arrives and changes nothing
-    assert core.read(A) == [] and core.archive.last_extract_at(A, "s1") is None
+    assert core.read(A) == [] and core.archive.sessions.last_extract_at(A, "s1") is None
 
 
 class _SlowExtractor(ExtractorWrapper):
@@ -282,7 +282,7 @@ def test_job_deadline_bounds_any_extractor(make_core: MakeCore) -> None:
     assert failed.status == "failed" and "timed out after 0.3 s" in (failed.reason or "")
     assert failed.cursor is None
     time.sleep(1.5)  # the abandoned extraction finishes and writes nothing
-    assert core.read(A) == [] and core.archive.last_extract_at(A, "s1") is None
+    assert core.read(A) == [] and core.archive.sessions.last_extract_at(A, "s1") is None
     slow.seconds = 0.0
     assert done(core, core.ingest(A, "s1", turns(2))).status == "done"
     assert len(core.read(A)) == 2
@@ -340,7 +340,7 @@ def test_store_failing_one_op_of_five(make_core: MakeCore) -> None:
     assert len(job.errors) == 1 and job.errors[0].startswith("operation 2 (add): StoreError")
     assert "disk full" in job.errors[0]
     assert job.cursor == T0 + timedelta(minutes=4)  # per-op failures do not hold the cursor
-    assert provenance(core) == [["e0"], ["e1"], ["e3"], ["e4"]]
+    assert provenance(core) == [["s1/e0"], ["s1/e1"], ["s1/e3"], ["s1/e4"]]
 
 
 # ------------------------------------------------------------------ restart
@@ -349,7 +349,7 @@ def test_restart_requeues_unfinished_jobs(make_core: MakeCore, tmp_path: Path) -
     core = make_core(start_workers=False, data=data)
     jobs = [core.ingest(A, "s1", turns(2)), core.ingest(B, "s1", turns(2)),
             core.ingest(A, "s2", turns(3, prefix="x", text="second session, turn {i}"))]
-    core.archive.start_job(jobs[0].job_id)  # it was running when the shard died
+    core.archive.jobs.start(jobs[0].job_id)  # it was running when the shard died
     assert [core.job(j.job_id).status for j in jobs] == ["running", "queued", "queued"]
     core.close()
     reopened = make_core(data=data)
@@ -357,7 +357,7 @@ def test_restart_requeues_unfinished_jobs(make_core: MakeCore, tmp_path: Path) -
     final = [done(reopened, j) for j in jobs]
     assert [j.status for j in final] == ["done"] * 3
     assert [j.attempts for j in final] == [2, 1, 1]
-    assert provenance(reopened, A) == [["e0"], ["e1"], ["x0"], ["x1"], ["x2"]]
+    assert provenance(reopened, A) == [["s1/e0"], ["s1/e1"], ["s2/x0"], ["s2/x1"], ["s2/x2"]]
     assert len(reopened.read(B)) == 2
     assert reopened.status()["extraction"]["recovered_on_start"] == 3
 

@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 
 from actors.shard import ShardCore
-from memcore import factory, layout
+from memcore import factory
 from memcore.errors import ValidationError
+from memcore.layout import ShardLayout
 from memcore.model import UserKey
 from memcore.settings import Settings
 
@@ -61,9 +62,9 @@ def test_reextract_builds_a_new_generation_and_switches(core: ShardCore, setting
     assert "Ann prefers tea" in new_ann and len(new_ann) == 3
     assert "User: I moved to Porto\nAssistant: Nice city\nUser: I work at a bakery" in new_ann
     assert texts(core, BOB) == old_bob | {"Bob joined a club"}
-    assert factory.current_generation(settings, 0) == 2
+    assert factory.current_generation(ShardLayout(settings, 0)) == 2
     assert core.generation_info() == {"shard": 0, "current": 2, "generations": [1, 2], "staging": None}
-    assert core.search(ANN, {"query": "sister Ines"})[0].entry.provenance == ["s2-0", "s2-1"]
+    assert core.search(ANN, {"query": "sister Ines"})[0].entry.provenance == ["s2/s2-0", "s2/s2-1"]
 
 
 def test_the_pointer_file_is_read_at_start(core: ShardCore, settings: Settings, hashing_embedder: Any) -> None:
@@ -82,16 +83,16 @@ def test_the_pointer_file_is_read_at_start(core: ShardCore, settings: Settings, 
 def test_abort_and_drop(core: ShardCore, settings: Settings) -> None:
     before = texts(core, ANN)
     core.begin_generation(2, [], [])
-    assert layout.generation_dir(settings, 0, 2).exists()
+    assert ShardLayout(settings, 0).generation_dir(2).exists()
     core.abort_generation(2)
-    assert not layout.generation_dir(settings, 0, 2).exists() and texts(core, ANN) == before
+    assert not ShardLayout(settings, 0).generation_dir(2).exists() and texts(core, ANN) == before
     core.begin_generation(3, [], [])
     core.reextract_user(3, ANN, VERBATIM_SESSION)
     core.switch_generation(3)
     with pytest.raises(ValidationError):
         core.drop_generation(3)
     assert core.drop_generation(1)["removed"]
-    assert not (layout.shard_dir(settings, 0) / "vectors").exists()
+    assert not ShardLayout(settings, 0).vectors_dir().exists()
     assert core.generation_info()["generations"] == [3]
     assert len(texts(core, ANN)) == 3
 

@@ -37,7 +37,8 @@ def test_a_far_future_timestamp_is_refused_and_the_session_keeps_extracting(make
         core.ingest(A, "s1", [{"role": "user", "content": "hello"}, {"role": "user", "content": "from 2100",
                                                                     "timestamp": stamp}])
     assert err.value.field == "events.1.timestamp"
-    assert core.archive.read(A) == [] and core.archive.last_extract_at(A, "s1") is None  # nothing half-written
+    assert core.archive.events.read(A) == []  # nothing half-written
+    assert core.archive.sessions.last_extract_at(A, "s1") is None
     job = done(core, core.ingest(A, "s1", [{"role": "user", "content": "I moved to Lisbon"}]))
     assert job.status == "done" and texts(core) == ["User: I moved to Lisbon"]
     near = (now_utc() + timedelta(seconds=60)).isoformat()  # within the allowed skew
@@ -57,7 +58,7 @@ def test_a_late_event_is_extracted_exactly_once(make_core: MakeCore) -> None:
     job = done(core, core.ingest(A, "s1", [*first, late, equal]))
     assert job.status == "done" and job.counts["events"] == 2
     assert texts(core) == ["User: an older message, sent late", "User: same time as the cursor", "User: second message"]
-    assert core.archive.last_extract_at(A, "s1") == t  # the cursor never moves backwards
+    assert core.archive.sessions.last_extract_at(A, "s1") == t  # the cursor never moves backwards
     again = core.ingest(A, "s1", [*first, late, equal])
     assert again.status == "skipped" and len(core.read(A)) == 3
 
@@ -95,7 +96,7 @@ def test_a_chat_history_resent_growing_yields_each_rounds_memories_once(make_cor
     assert texts(core) == [f"The user said: round {i}: my fact number {i}" for i in range(3)]
     assert len(scripted_llm.requests) == 3
     assert core.ingest(A, "chat", list(history)).status == "skipped"  # nothing new the fourth time
-    assert [e.content for e in core.archive.arrived(A, "chat")] == [
+    assert [e.content for e in core.archive.events.arrived(A, "chat")] == [
         m["content"] for m in history]  # the repeated "yes" is archived once per round
 
 
@@ -103,8 +104,9 @@ def test_sending_only_new_messages_appends_them_even_when_they_repeat(make_core:
     core = make_core()
     done(core, core.ingest(A, "s1", chat(("user", "Do you want tea?"), ("assistant", "yes"))))
     done(core, core.ingest(A, "s1", chat(("user", "Biscuits too?"), ("assistant", "yes"))))
-    assert [e.content for e in core.archive.arrived(A, "s1")] == ["Do you want tea?", "yes", "Biscuits too?", "yes"]
-    stamps = [e.timestamp for e in core.archive.arrived(A, "s1")]
+    assert [e.content for e in core.archive.events.arrived(A, "s1")] == ["Do you want tea?", "yes", "Biscuits too?",
+                                                                        "yes"]
+    stamps = [e.timestamp for e in core.archive.events.arrived(A, "s1")]
     assert stamps == sorted(stamps) and len(set(stamps)) == 4  # receipt times, monotonic in the session
 
 
@@ -125,6 +127,6 @@ def test_content_parts_and_tool_calls(make_core: MakeCore) -> None:
     job = done(core, job)
     assert job.status == "done" and job.counts["ignored_content_parts"] == 1
     assert texts(core) == ["Assistant: It is 21C in Lisbon today.", "User: Here is my flat in Lisbon"]
-    assert [e.content for e in core.archive.arrived(A, "s1")] == ["Here is my flat in Lisbon",
+    assert [e.content for e in core.archive.events.arrived(A, "s1")] == ["Here is my flat in Lisbon",
                                                                   "It is 21C in Lisbon today."]
     assert not any("SECRET-TOOL-OUTPUT" in e.text for e in core.read(A))

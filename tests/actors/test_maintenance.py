@@ -61,18 +61,18 @@ def test_reads_count_only_with_refresh_on_access(tmp_path: Path, hashing_embedde
         read = core.add(SHORT, {"text": "read again later"}).value
         unread = core.add(SHORT, {"text": "never read again"}).value
         core.get(SHORT, read.id)
-        assert set(core.archive.last_access(SHORT)) == {read.id}
-        core.archive.touch(SHORT, [read.id], at=time.time() + 100)  # a read 100 s from now
+        assert set(core.archive.access.last_access(SHORT)) == {read.id}
+        core.archive.access.touch(SHORT, [read.id], at=time.time() + 100)  # a read 100 s from now
         assert core.maintenance.expire(now=time.time() + 120) == 1
         assert core.get(SHORT, read.id).id == read.id
         with pytest.raises(NotFoundError):
             core.get(SHORT, unread.id)
         assert core.maintenance.expire(now=time.time() + 200) == 1  # the read's lifetime ends too
-        assert core.archive.last_access(SHORT) == {}
+        assert core.archive.access.last_access(SHORT) == {}
         core.read(KEEP)
         core.add(KEEP, {"text": "no ttl app"})
         core.read(KEEP)
-        assert core.archive.last_access(KEEP) == {}  # only apps with a TTL record reads
+        assert core.archive.access.last_access(KEEP) == {}  # only apps with a TTL record reads
     finally:
         core.close()
 
@@ -80,7 +80,7 @@ def test_reads_count_only_with_refresh_on_access(tmp_path: Path, hashing_embedde
 def test_reads_do_not_refresh_by_default(core: ShardCore) -> None:
     entry = core.add(SHORT, {"text": "read but not refreshed"}).value
     core.get(SHORT, entry.id)
-    assert core.archive.last_access(SHORT) == {}
+    assert core.archive.access.last_access(SHORT) == {}
 
 
 def test_finished_jobs_are_pruned(tmp_path: Path, hashing_embedder: Any) -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from actors.shard import Ack, ShardCore, UserQueues
 from memcore.errors import NotFoundError
-from memcore.layout import shard_dir
+from memcore.layout import ShardLayout
 from memcore.model import UserKey
 from memcore.settings import Settings
 
@@ -100,7 +100,7 @@ def test_restart_rebuilds_missing_keyword_index(settings: Settings, hashing_embe
     ids = [c.add(A, {"text": f"durable fact {i} about zebras"}).value.id for i in range(5)]
     c.delete(A, ids[0])
     c.close()
-    shutil.rmtree(shard_dir(settings, 0) / "keywords")
+    shutil.rmtree(ShardLayout(settings, 0).keywords_dir())
     c2 = ShardCore(settings, 0, hashing_embedder)
     try:
         assert c2.rebuilt == 4
@@ -119,12 +119,12 @@ def test_restart_rebuilds_after_interrupted_write(settings: Settings, hashing_em
     # a write that reached the vector store but died before the keyword index commit:
     entry = c.service.get(A, c.read(A)[0].id).model_copy(update={"text": "first, edited"})
     c.service.vectors.set_payload([entry])  # behind the keyword index's back
-    (shard_dir(settings, 0) / "keywords.dirty").touch()
+    ShardLayout(settings, 0).dirty_marker.touch()
     c.close()
     c2 = ShardCore(settings, 0, hashing_embedder)
     try:
         assert c2.rebuilt == 1
-        assert not (shard_dir(settings, 0) / "keywords.dirty").exists()
+        assert not ShardLayout(settings, 0).dirty_marker.exists()
         assert [h.entry.text for h in c2.search(A, {"query": "edited"})] == ["first, edited"]
     finally:
         c2.close()
@@ -142,6 +142,19 @@ def test_search_json_is_search_as_the_http_api_sends_it(core: ShardCore) -> None
     assert isinstance(raw, bytes) and len(hits) == 2
     assert json.loads(raw) == [h.model_dump(mode="json", by_alias=True) for h in hits]
     assert core.search_json(key, {"query": ""}) == b"[]"
+
+
+def test_the_gauges_sample_the_shard(settings: Settings, hashing_embedder) -> None:  # type: ignore[no-untyped-def]
+    """What the metrics thread reads of a shard (the thread swallows its errors)."""
+    from actors.shard_telemetry import sample
+
+    c = ShardCore(settings, 0, hashing_embedder, start_workers=False)
+    try:
+        c.ingest(A, "s1", [{"id": "e1", "role": "user", "content": "I moved to Lisbon"}])
+        gauges = sample(c)
+        assert gauges["queue_depth"] == 1.0 and gauges["jobs_running"] == 0.0 and gauges["cursor_lag_seconds"] >= 0.0
+    finally:
+        c.close()
 
 
 def test_seq_keeps_rising_across_restarts(settings: Settings, hashing_embedder) -> None:  # type: ignore[no-untyped-def]
@@ -194,7 +207,7 @@ def test_shard_killed_mid_rotation_restarts_with_one_active_entry(settings: Sett
                           text=True, env=env, timeout=120, check=False)
     assert proc.returncode == 9, proc.stderr
     old_id = proc.stdout.split()[0]
-    assert (shard_dir(settings, 0) / "keywords.dirty").exists()
+    assert ShardLayout(settings, 0).dirty_marker.exists()
     c = ShardCore(settings, 0, hashing_embedder, start_workers=False)
     try:
         active = c.read(A)

@@ -125,7 +125,7 @@ async def scenario(cluster: Any, workers: list[Any], data_dir: Path, serve: bool
 
     from actors.router import RayShardBackend
     from memcore.ids import shard_of
-    from memcore.layout import shard_dir
+    from memcore.layout import ShardLayout
     from memcore.model import UserKey
     from memcore.settings import Settings
 
@@ -163,7 +163,7 @@ async def scenario(cluster: Any, workers: list[Any], data_dir: Path, serve: bool
     # the node's local disk goes with it: its shards' keyword indexes (derived data). Their vector
     # stores stay readable, as they would on a shared volume or, in server mode, in Qdrant.
     for k in victims:
-        shutil.rmtree(shard_dir(settings, k) / "keywords", ignore_errors=True)
+        shutil.rmtree(ShardLayout(settings, k).keywords_dir(), ignore_errors=True)
 
     stop = asyncio.Event()
 

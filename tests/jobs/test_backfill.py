@@ -34,9 +34,9 @@ def test_backfill_end_to_end_searchable_with_provenance_and_idempotent(make_clus
     assert logs[-1].startswith("backfill: 3/3 sessions")
 
     hits = cluster.search("shop", "ann", "beagle Biscuit")
-    assert hits and hits[0].entry.provenance == ["s1-0"]
+    assert hits and hits[0].entry.provenance == ["s1/s1-0"]  # <session>/<event id>
     assert hits[0].entry.text == "User: I adopted a beagle named Biscuit last week"
-    assert {e.provenance[0] for e in cluster.read("shop", "ann")} == {"s1-0", "s1-1", "s2-0", "s2-1"}
+    assert {e.provenance[0] for e in cluster.read("shop", "ann")} == {"s1/s1-0", "s1/s1-1", "s2/s2-0", "s2/s2-1"}
     assert not cluster.search("shop", "bob", "beagle Biscuit") or all(
         h.entry.user == "bob" for h in cluster.search("shop", "bob", "beagle Biscuit"))
 
@@ -57,14 +57,14 @@ def test_default_backfill_writes_windows_and_search_merges_them(make_cluster: An
     summary = run_backfill(cluster.settings, Source(paths=[str(path)]), BackfillOptions(progress_s=0), log=print)
     assert summary.ok and summary.turns == 5 and summary.entries == 5, summary.failures
     provenance = sorted(e.provenance for e in cluster.read("shop", "ann"))
-    assert provenance == [["s1-0", "s1-1"], ["s1-0", "s1-1", "s1-2"], ["s1-1", "s1-2", "s1-3"],
-                          ["s1-2", "s1-3", "s1-4"], ["s1-3", "s1-4"]]  # each turn with one neighbour each side
+    assert provenance == [["s1/s1-0", "s1/s1-1"], ["s1/s1-0", "s1/s1-1", "s1/s1-2"], ["s1/s1-1", "s1/s1-2", "s1/s1-3"],
+                          ["s1/s1-2", "s1/s1-3", "s1/s1-4"], ["s1/s1-3", "s1/s1-4"]]  # one neighbour each side
     hits = cluster.search("shop", "ann", "beagle Biscuit chews")
     top = hits[0].entry  # overlapping windows come back merged: their turns once each, in session order
-    assert hits[0].merged and {"s1-0", "s1-2"} <= set(top.provenance)
+    assert hits[0].merged and {"s1/s1-0", "s1/s1-2"} <= set(top.provenance)
     assert top.provenance == sorted(top.provenance) and len(top.text.split("\n")) == len(top.provenance)
     assert top.text.startswith("User: I adopted a beagle named Biscuit\nAssistant: What a lovely name!")
-    assert {t for h in hits for t in h.entry.provenance} == {f"s1-{i}" for i in range(5)}
+    assert {t for h in hits for t in h.entry.provenance} == {f"s1/s1-{i}" for i in range(5)}
 
 
 def test_bad_rows_are_reported_and_skipped_whole(make_cluster: Any, tmp_path: Path) -> None:
@@ -144,7 +144,7 @@ def test_llm_backfill_through_ray_data_llm(make_cluster: Any, tmp_path: Path, sc
     assert "HTTP" in summary.failures[0]["error"] or "no choices" in summary.failures[0]["error"]
     ann = cluster.read("shop", "ann")
     assert [e.text for e in ann] == ["The user talked about Biscuit"]
-    assert ann[0].provenance == ["s1-0", "s1-1"]
+    assert ann[0].provenance == ["s1/s1-0", "s1/s1-1"]
     assert len(scripted_llm.requests) == 3
 
 

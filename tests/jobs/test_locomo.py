@@ -67,5 +67,5 @@ def test_locomo_backfill_provenance_is_dia_ids(make_cluster: Any, tiny: Path) ->
     speaker = rows[0]["names"]["user"]
     first = rows[0]["events"][0]
     hits = cluster.search("locomo", user, first["content"])
-    assert hits[0].entry.provenance == [first["id"]]
+    assert hits[0].entry.provenance == [f"{rows[0]['session']}/{first['id']}"]
     assert hits[0].entry.text == f"{speaker}: {first['content']}"

@@ -61,7 +61,7 @@ def test_reextract_switches_generations_atomically_then_drops_the_old(make_clust
     assert all(s <= old or s <= new for s in seen_search) and any(s and s <= new for s in seen_search)
     assert ids(cluster.read("crm", "zed")) == zed  # not re-extracted: carried over as it was
     hit = cluster.search("shop", "ann", "running shoes")[0].entry
-    assert hit.provenance == ["s2-0", "s2-1"] and hit.text.startswith("User: Biscuit chewed")
+    assert hit.provenance == ["s2/s2-0", "s2/s2-1"] and hit.text.startswith("User: Biscuit chewed")
 
     infos = generations(cluster.settings)
     assert {(i["current"], tuple(i["generations"])) for i in infos} == {(2, (1, 2))}

@@ -85,7 +85,7 @@ def test_ingest_extract_search_recall_over_ray(auto: dict[str, Any]) -> None:
         assert job["status"] == "done" and job["counts"]["applied"] == 2, job
         hits = h.post(f"{auto['base']}/v1/apps/app1/users/ivy/memories/search",
                       json={"query": "lucky token-1", "hybrid": True}).json()["hits"]
-        assert "token-1" in hits[0]["entry"]["text"] and hits[0]["entry"]["provenance"] == ["e0", "e1"]
+        assert "token-1" in hits[0]["entry"]["text"] and hits[0]["entry"]["provenance"] == ["s1/e0", "s1/e1"]
         h.post(_events_url(auto, "app1", "ivy", "s2"), json={"events": turns(1, text="token-9 again", prefix="n")})
         recalled = h.post(f"{auto['base']}/v1/apps/app1/users/ivy/sessions/recall",
                           json={"query": "token-1", "session": "s2"}).json()["hits"]

@@ -227,6 +227,15 @@ def test_seq_increments_per_user(client: httpx.Client) -> None:
     assert seq(client.post(f"{second}/memories", json={"text": "one"})) == 1
 
 
+def test_seq_never_repeats_after_the_user_is_erased(client: httpx.Client) -> None:
+    base = user_path()
+    before = [int(client.post(f"{base}/memories", json={"text": t}).headers["X-Memcluster-Seq"]) for t in "ab"]
+    erased = client.delete(base)
+    assert erased.status_code == 200 and erased.json()["entries"] == 2
+    after = int(client.post(f"{base}/memories", json={"text": "c"}).headers["X-Memcluster-Seq"])
+    assert before == [1, 2] and int(erased.headers["X-Memcluster-Seq"]) == 3 and after == 4
+
+
 # ------------------------------------------------------------------ validation
 @pytest.mark.parametrize(
     ("body", "field"),

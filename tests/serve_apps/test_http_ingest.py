@@ -54,7 +54,7 @@ def test_verbatim_ingest_end_to_end(served: Served) -> None:
         assert final["cursor"] == (T0 + timedelta(minutes=1)).isoformat().replace("+00:00", "Z")
         hits = c.post("/v1/apps/app-a/users/u1/memories/search",
                       json={"query": "conversation about kiwis", "hybrid": True}).json()["hits"]
-        assert sorted(h["entry"]["provenance"] for h in hits) == [["e0"], ["e1"]]
+        assert sorted(h["entry"]["provenance"] for h in hits) == [["s1/e0"], ["s1/e1"]]
         assert {h["entry"]["kind"] for h in hits} == {"episode"}
         ids = {o["effective_id"] for o in final["operations"]}
         assert {h["entry"]["id"] for h in hits} == ids
@@ -135,8 +135,8 @@ def test_fifty_concurrent_sessions_are_extracted_in_ingest_order(served: Served)
         for before, after in pairwise(jobs):
             assert before["finished_at"] <= after["started_at"]
         entries = c.get("/v1/apps/app-a/users/erin/memories?limit=1000").json()["entries"]
-    when = {e["provenance"][0].split("-")[0]: e["updated_at"] for e in entries}
-    stamps = [when["s" + j["session"].removeprefix("session-")] for j in jobs]
+    when = {e["provenance"][0].split("/")[0]: e["updated_at"] for e in entries}
+    stamps = [when[j["session"]] for j in jobs]
     assert stamps == sorted(stamps) and len(set(stamps)) == 50
 
 
@@ -151,9 +151,9 @@ def test_full_queue_waits_for_the_job_and_survives_a_disconnect(make_server: Cal
     key = UserKey(app="app-a", user="frank")
     core = served.backend.core(key)
     deadline = time.monotonic() + 10
-    while not [j for j in core.archive.session_jobs(key, "s1") if j.finished] and time.monotonic() < deadline:
+    while not [j for j in core.archive.jobs.of_session(key, "s1") if j.finished] and time.monotonic() < deadline:
         time.sleep(0.05)
-    (job,) = core.archive.session_jobs(key, "s1")
+    (job,) = core.archive.jobs.of_session(key, "s1")
     assert job.status == "done" and job.sync and job.counts["applied"] == 2  # the disconnect cancelled nothing
     with served.client() as c:
         r = c.post(events_url("app-a", "frank", "s1"), json={"events": turns(3, text="token-{i}")})

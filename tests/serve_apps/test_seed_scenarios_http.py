@@ -223,7 +223,8 @@ def test_assistant_details_are_recoverable_with_the_episode_stage(make_server: M
     assert job["counts"]["episodes"] == 2 and job["counts"]["applied"] == 4
     episodes = [e for e in a.entries() if e["source"] == "assistant"]
     assert len(episodes) == 2 and {e["kind"] for e in episodes} == {"episode"}
-    assert sorted(e["provenance"] for e in episodes) == [["0301-0", "0301-1"], ["0301-2", "0301-3"]]
+    assert sorted(e["provenance"] for e in episodes) == [["mar-1/0301-0", "mar-1/0301-1"],
+                                                         ["mar-1/0301-2", "mar-1/0301-3"]]
     for question, answer in QUESTIONS:
         assert a.found(question, answer), question
 
@@ -282,7 +283,7 @@ def test_store_failing_one_op_of_five(make_server: MakeServer) -> None:
     assert [o["status"] for o in job["operations"]] == ["applied", "applied", "failed", "applied", "applied"]
     assert job["counts"]["failed"] == 1 and "disk full" in job["errors"][0]
     assert job["cursor"] == at(events[-1])  # per-op failures do not hold the cursor
-    assert sorted(e["provenance"] for e in a.entries()) == [["e0"], ["e1"], ["e3"], ["e4"]]
+    assert sorted(e["provenance"] for e in a.entries()) == [["s1/e0"], ["s1/e1"], ["s1/e3"], ["s1/e4"]]
     for op in job["operations"]:  # every applied operation is really there, read back through the API
         if op["status"] == "applied":
             assert a.http.get(f"{BASE}/memories/{op['effective_id']}").status_code == 200

@@ -28,9 +28,10 @@ import pytest
 from qdrant_client import QdrantClient, models
 
 from actors.shard import ShardCore
-from memcore import factory, layout
+from memcore import factory
 from memcore.errors import StoreError
 from memcore.ids import memory_id, point_id, shard_of
+from memcore.layout import ShardLayout
 from memcore.model import Entry, Memory, UserKey
 from memcore.settings import EmbedderSettings, Settings
 from memcore.stores.qdrant import alias_target
@@ -214,10 +215,10 @@ def test_one_shared_collection_with_payload_indexes(deployments: dict[str, Serve
         models.FieldCondition(key="deleted", match=models.MatchValue(value=False))]), exact=True).count
     assert all(s["entries"] > 0 for s in ready["shards"])  # both shards serve users of the one collection
     for shard in range(2):  # the shards hold only their keyword index (and archive), no vectors
-        d = layout.shard_dir(server.settings, shard)
+        d = ShardLayout(server.settings, shard).root
         assert (d / "keywords").is_dir() and not (d / "vectors").exists()
     edge = deployments["edge"]
-    assert edge.settings is not None and (layout.shard_dir(edge.settings, 0) / "vectors").is_dir()
+    assert edge.settings is not None and ShardLayout(edge.settings, 0).vectors_dir().is_dir()
     # the local engine ignores payload indexes (payload_schema stays empty), so check what was requested
     requested = {f: s for (c, f), s in qdrant.indexes.items() if c == "memcluster"}
     assert requested == {
@@ -236,12 +237,12 @@ def test_sharding_and_replication_from_settings(tmp_path: Path, embedder: Any, q
     layout = {"shard_number": 6, "replication_factor": 2, "write_consistency_factor": 2}
     settings = make_settings(tmp_path, embedder={"kind": "minilm-l3"}, vector_store={
         "backend": "server", "url": URL, "collection": "replicated", **layout})
-    store = factory.build_vector_store(settings, 0, embedder.dim)
+    store = factory.build_vector_store(ShardLayout(settings, 0), embedder.dim)
     try:
         assert qdrant.layouts["replicated"] == layout
     finally:
         store.close()
-    plain = factory.build_vector_store(server_settings(tmp_path / "plain", "plain"), 0, embedder.dim)
+    plain = factory.build_vector_store(ShardLayout(server_settings(tmp_path / "plain", "plain"), 0), embedder.dim)
     plain.close()
     assert qdrant.layouts["plain"] == {}  # unset: the server's own defaults
 
@@ -327,7 +328,7 @@ def test_a_shard_rebuilds_its_keyword_index_from_the_shared_collection(
     with server.client() as c:
         before = [ranking(ok(c.post(f"/v1/apps/{APP}/users/alice/memories/search", json=q))["hits"]) for q in SEARCHES]
         backend.shards[shard].close()
-        shutil.rmtree(layout.shard_dir(settings, shard) / "keywords")  # a lost disk: the index is derived
+        shutil.rmtree(ShardLayout(settings, shard).keywords_dir())  # a lost disk: the index is derived
         fresh = ShardCore(settings, shard, embedder)
         backend.shards[shard] = fresh
         status = fresh.status()
@@ -374,7 +375,7 @@ def test_reextract_generation_switch_behind_the_collection_alias(
         assert len(new_gina) == 1 and "Porto" in next(iter(new_gina))
         assert {u: ok(c.get(f"/v1/apps/{APP}/users/{u}/memories"))["entries"] for u in ("carol", "alice")} == others
         hit = ok(c.post(f"/v1/apps/{APP}/users/gina/memories/search", json={"query": "sister Ines"}))["hits"][0]
-        assert hit["entry"]["provenance"] == ["s1-0", "s1-1", "s1-2", "s1-3"]
+        assert hit["entry"]["provenance"] == ["s1/s1-0", "s1/s1-1", "s1/s1-2", "s1/s1-3"]
 
         # the job's alias step: generation 1 is the real collection "gens", so the name is not free yet
         with pytest.raises(StoreError):
@@ -391,9 +392,9 @@ def test_reextract_generation_switch_behind_the_collection_alias(
         for k, core in enumerate(cores):
             core.close()
             for name in ("current", "keywords", "gen-0002"):
-                path = layout.shard_dir(settings, k) / name
+                path = ShardLayout(settings, k).root / name
                 shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
-        assert factory.current_generation(settings, 0) == 2
+        assert factory.current_generation(ShardLayout(settings, 0)) == 2
         served.backend.shards = [ShardCore(settings, k, embedder) for k in range(2)]
         assert [s.generations.current for s in served.backend.shards] == [2, 2]
         assert served.backend.shards[0].rebuilt == 2  # gina's session entry + carol's; alice is on shard 1

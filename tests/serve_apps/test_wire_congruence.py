@@ -7,11 +7,10 @@ from __future__ import annotations
 import inspect
 import typing
 
-from actors.archive import RecallHit
-from actors.job_table import JobRecord
 from actors.shard import LOCAL, READS, WRITES, ShardCore
 from actors.shard_client import ShardClient
 from memclient import AsyncMemoryClient, MemoryClient
+from memcore.records import JobRecord, RecallHit
 from memcore.search_model import SearchOptions
 from serve_apps.http_models import JobModel, RecallResponse, SearchRequest
 

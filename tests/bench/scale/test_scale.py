@@ -42,7 +42,7 @@ def test_backfill_fills_every_store_and_restart_rebuilds_the_keywords(
         assert all(len(mems) <= 64 and len(vecs) == len(mems) for _, _, mems, vecs in calls)
         w = write_batch(shards, calls, "backfill")
         assert w["entries"] == 500 and sum(shards.entries()) == 500
-        archived = sum(c.archive.query("SELECT count(*) FROM events")[0][0] for c in shards.cores)
+        archived = sum(c.archive.events.count() for c in shards.cores)
         assert archived == 500  # one archived turn per entry
         sizes = disk_bytes(settings.data_dir)
         assert sizes["vectors"] > 0 and sizes["keywords"] > 0 and sizes["archive"] > 0
@@ -51,7 +51,7 @@ def test_backfill_fills_every_store_and_restart_rebuilds_the_keywords(
         assert [len(m) for _, _, m, _ in fresh] == [16, 16, 8] and {k for k, *_ in fresh} <= stored_users
         write_batch(shards, fresh, "backfill")
         assert sum(shards.entries()) == 540
-        assert sum(c.archive.query("SELECT count(*) FROM events")[0][0] for c in shards.cores) == 540
+        assert sum(c.archive.events.count() for c in shards.cores) == 540
         r = restart(shards)
         assert r["open"]["rebuilt_docs"] == [None, None]
         assert sum(r["rebuild_keywords"]["rebuilt_docs"]) == 540

@@ -76,7 +76,7 @@ class ReadsDown:
 def test_the_worker_order_and_report(service: MemoryService, llm: ScriptedLLM) -> None:
     service.add(KEY, {"text": "The project requires Go 1.21.", "topics": ["go"]})
     llm.push(lambda req: [tool_call("memory_update", {"memory_id": 1, "memory": "The project requires Go 1.23."})])
-    report = run_extraction(service, KEY, extractable(SESSION), extractor(llm), now=NOW)
+    report = run_extraction(service, KEY, extractable(SESSION), extractor(llm), session="s1", now=NOW)
     (req,) = llm.requests
     assert small_ids(req) == {1: "The project requires Go 1.21. | topics: go"}
     assert "Go 1.23 release notes" not in messages_text(req)  # tool output never reaches the extractor
@@ -93,7 +93,8 @@ def test_existing_search_failure_falls_back_to_the_newest_entries(service: Memor
         service.add(KEY, {"text": text})
     service.embedder = QueriesDown(service.embedder)  # type: ignore[assignment]
     llm.push([tool_call("memory_add", {"memory": "The project moved to Go 1.23."})])
-    report = run_extraction(service, KEY, extractable(SESSION), extractor(llm), fallback_limit=2, now=NOW)
+    report = run_extraction(service, KEY, extractable(SESSION), extractor(llm), session="s1", fallback_limit=2,
+                            now=NOW)
     assert report.existing_source == "read" and "query encoder down" in (report.existing_error or "")
     assert set(small_ids(llm.requests[0]).values()) == {"The user lives in Lisbon.", "The user likes green tea."}
     (result,) = report.results  # the reconcile search fails too: the add is kept
@@ -105,7 +106,7 @@ def test_search_and_read_both_failing_stops_before_the_extractor(service: Memory
     service.embedder = QueriesDown(service.embedder)  # type: ignore[assignment]
     service.vectors = ReadsDown(service.vectors)  # type: ignore[assignment]
     with pytest.raises(StoreError) as err:
-        run_extraction(service, KEY, extractable(SESSION), extractor(llm), now=NOW)
+        run_extraction(service, KEY, extractable(SESSION), extractor(llm), session="s1", now=NOW)
     assert err.value.field == "existing" and "disk read error" in err.value.message
     assert llm.requests == []  # no extractor call, no write: the caller keeps its cursor
 
@@ -122,14 +123,15 @@ def test_extractor_failure_propagates_and_writes_nothing(
 ) -> None:
     llm.push(reply)
     with pytest.raises(ExtractorError):
-        run_extraction(service, KEY, extractable(SESSION), LLMExtractor(llm.base_url, "m", timeout=0.3), now=NOW)
+        run_extraction(service, KEY, extractable(SESSION), LLMExtractor(llm.base_url, "m", timeout=0.3), session="s1",
+                       now=NOW)
     assert service.read(KEY) == []
 
 
 def test_garbage_tool_calls_are_rejected_per_call(service: MemoryService, llm: ScriptedLLM) -> None:
     llm.push([tool_call("memory_add", "{{{"), tool_call("memory_add", {"memory": "The project uses Go 1.23."}),
               tool_call("memory_update", {"memory_id": 7, "memory": "nope"})])
-    report = run_extraction(service, KEY, extractable(SESSION), extractor(llm), now=NOW)
+    report = run_extraction(service, KEY, extractable(SESSION), extractor(llm), session="s1", now=NOW)
     assert [r.status for r in report.results] == ["applied"]
     assert len(report.rejected) == 2 and report.counts["rejected"] == 2
     assert report.cursor == T0 + timedelta(minutes=4)
@@ -139,7 +141,7 @@ def test_an_episode_stage_failure_keeps_the_ordinary_operations(service: MemoryS
     llm.push([tool_call("memory_add", {"memory": "The project uses Go 1.23."})],
              Reply(status=503, body={"error": {"message": "overloaded"}}))
     ex = extractor(llm)
-    report = run_extraction(service, KEY, extractable(SESSION), ex,
+    report = run_extraction(service, KEY, extractable(SESSION), ex, session="s1",
                             episodes=AssistantEpisodeStage(None, "scripted", chat=ex.chat), now=NOW)
     assert [r.status for r in report.results] == ["applied"]
     assert len(report.episode_errors) == 1 and "HTTP 503" in report.episode_errors[0]
@@ -147,13 +149,13 @@ def test_an_episode_stage_failure_keeps_the_ordinary_operations(service: MemoryS
 
 
 def test_verbatim_extraction_through_the_pipeline(service: MemoryService) -> None:
-    report = run_extraction(service, KEY, extractable(SESSION), VerbatimExtractor("round"),
+    report = run_extraction(service, KEY, extractable(SESSION), VerbatimExtractor("round"), session="s1",
                             policy="append_only", now=NOW)
     assert report.counts["applied"] == 1
     (entry,) = service.read(KEY)
-    assert entry.provenance == ["e1", "e4"] and entry.text.startswith("User: We moved the project to Go 1.23")
+    assert entry.provenance == ["s1/e1", "s1/e4"] and entry.text.startswith("User: We moved the project to Go 1.23")
 
 
 def test_an_empty_delta_does_nothing(service: MemoryService, llm: ScriptedLLM) -> None:
-    report = run_extraction(service, KEY, [], extractor(llm), now=NOW)
+    report = run_extraction(service, KEY, [], extractor(llm), session="s1", now=NOW)
     assert report.results == [] and report.cursor is None and llm.requests == []

@@ -53,8 +53,8 @@ def run(service: MemoryService, llm: ScriptedLLM, events: Sequence[Event], polic
         *, episodes: bool = False) -> ExtractionReport:
     extractor = LLMExtractor(llm.base_url, "scripted", policy=policy)  # type: ignore[arg-type]
     stage = AssistantEpisodeStage(None, "scripted", chat=extractor.chat) if episodes else None
-    report = run_extraction(service, KEY, extractable(events), extractor, policy=policy, episodes=stage,
-                            now=events[-1].timestamp + timedelta(minutes=5))
+    report = run_extraction(service, KEY, extractable(events), extractor, session="s1", policy=policy,
+                            episodes=stage, now=events[-1].timestamp + timedelta(minutes=5))
     assert report.cursor == events[-1].timestamp
     assert report.rejected == [] and report.episode_errors == []
     return report
@@ -185,7 +185,7 @@ def test_assistant_details_are_recoverable_with_the_episode_stage(service: Memor
     assert report.counts["episodes"] == 2 and report.counts["applied"] == 4
     episodes = [e for e in service.read(KEY) if e.source.value == "assistant"]
     assert len(episodes) == 2 and all(e.kind.value == "episode" for e in episodes)
-    assert sorted(e.provenance for e in episodes) == [["0301-0", "0301-1"], ["0301-2", "0301-3"]]
+    assert sorted(e.provenance for e in episodes) == [["s1/0301-0", "s1/0301-1"], ["s1/0301-2", "s1/0301-3"]]
     for question, answer in QUESTIONS:
         assert found(service, question, answer), question
 

@@ -1,0 +1,96 @@
+"""The records the event archive stores and answers with (:class:`memcore.ports.EventArchive`): ingest
+jobs, recall hits and archived turns. Pure data, no engine."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal, NamedTuple
+
+from pydantic import BaseModel, Field
+
+from memcore.model import UserKey
+
+JobStatus = Literal["queued", "running", "done", "failed", "skipped"]
+UNFINISHED: tuple[JobStatus, ...] = ("queued", "running")
+"""Statuses of a job that has still to run (or to finish running)."""
+FINISHED: tuple[JobStatus, ...] = ("done", "failed", "skipped")
+
+TurnState = Literal["visible", "hidden", "removed"]
+"""An archived turn's state: ``hidden`` by a soft delete (kept, but no read path, recall or
+re-extraction sees it), ``removed`` by a hard delete or a clear (text blanked, recall index row
+dropped; the id stays so that a resend of the same event is still recognised)."""
+
+
+class Turn(NamedTuple):
+    """One archived turn of a user: an event id is unique within its session only."""
+
+    session: str
+    event_id: str
+
+
+class ArchivedTurn(NamedTuple):
+    """A turn the archive holds, and its state."""
+
+    session: str
+    event_id: str
+    state: TurnState
+
+    @property
+    def turn(self) -> Turn:
+        return Turn(self.session, self.event_id)
+
+    @property
+    def visible(self) -> bool:
+        return self.state == "visible"
+
+
+class RecallHit(BaseModel):
+    """One archived turn of another session."""
+
+    session: str
+    event_id: str
+    role: str
+    content: str
+    timestamp: datetime
+    score: float = Field(description="BM25 relevance (higher is better).")
+
+
+class JobRecord(BaseModel):
+    """One ingest and what became of it (what ``GET /v1/jobs/{id}`` shows)."""
+
+    job_id: str
+    seq: int = 0
+    """Ingest order within the shard (1, 2, 3, ...)."""
+    status: JobStatus
+    app: str
+    user: str
+    session: str
+    created_at: datetime
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    sync: bool = False
+    """True when the queue was full and the ingest request ran the job itself."""
+    attempts: int = 0
+    """How many times a worker started it (more than 1 after a shard restart)."""
+    upto: datetime | None = None
+    """The newest timestamp among the turns this job extracts."""
+    upto_seq: int | None = None
+    """The delta bound fixed at ingest: the job extracts the session's unextracted turns that arrived
+    up to this arrival number."""
+    reason: str | None = None
+    """Why it was skipped or failed."""
+    operations: list[dict[str, Any]] = Field(default_factory=list)
+    """Per-operation results (index, type, status applied|skipped|failed, action, ids, reason, error)."""
+    errors: list[str] = Field(default_factory=list)
+    """Everything that went wrong: the job error, failed operations, rejected tool calls, ..."""
+    counts: dict[str, int] = Field(default_factory=dict)
+    cursor: datetime | None = None
+    """The session's ``last_extract_at`` when the job finished (unchanged unless it is done)."""
+
+    @property
+    def key(self) -> UserKey:
+        return UserKey(app=self.app, user=self.user)
+
+    @property
+    def finished(self) -> bool:
+        return self.status in FINISHED

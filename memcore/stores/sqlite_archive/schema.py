@@ -1,0 +1,81 @@
+"""The archive's tables (``archive.sqlite3``) and the migrations of files written by older versions.
+
+- ``events``: raw user/assistant text turns, keyed by (app, user, session, id), with an arrival number
+  ``seq`` (file-wide, increasing, never reused: ``counters``), an ``extracted`` flag and the state
+  ``hidden`` (:data:`HIDDEN_CODES`); ``events_fts`` is an FTS5 index over :func:`memcore.text.tokenize`
+  tokens with a per-user scope token, for session recall;
+- ``sessions``: each session's cursor ``last_extract_us`` and its external-context mark;
+- ``jobs``: one row per ingest; ``access``: last read time of entries.
+"""
+
+from __future__ import annotations
+
+from memcore.records import TurnState
+from memcore.stores.sqlite_archive.database import Database
+
+VISIBLE, HIDDEN, REMOVED = 0, 1, 2
+HIDDEN_CODES: dict[int, TurnState] = {VISIBLE: "visible", HIDDEN: "hidden", REMOVED: "removed"}
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS events (
+    app TEXT NOT NULL, user TEXT NOT NULL, session TEXT NOT NULL, id TEXT NOT NULL,
+    role TEXT NOT NULL, content TEXT NOT NULL, ts_us INTEGER NOT NULL,
+    external_context INTEGER NOT NULL DEFAULT 0, seq INTEGER, extracted INTEGER NOT NULL DEFAULT 0,
+    hidden INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (app, user, session, id)
+);
+CREATE INDEX IF NOT EXISTS events_by_time ON events (app, user, session, ts_us);
+CREATE INDEX IF NOT EXISTS events_unextracted ON events (ts_us) WHERE extracted = 0;
+CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE VIRTUAL TABLE IF NOT EXISTS events_fts USING fts5 (scope, tokens);
+CREATE TABLE IF NOT EXISTS sessions (
+    app TEXT NOT NULL, user TEXT NOT NULL, session TEXT NOT NULL,
+    last_extract_us INTEGER, external_context INTEGER NOT NULL DEFAULT 0, updated_at REAL NOT NULL,
+    PRIMARY KEY (app, user, session)
+);
+CREATE TABLE IF NOT EXISTS jobs (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE, app TEXT NOT NULL, user TEXT NOT NULL, session TEXT NOT NULL,
+    status TEXT NOT NULL, upto_us INTEGER, created_at REAL NOT NULL, started_at REAL, finished_at REAL,
+    sync INTEGER NOT NULL DEFAULT 0, attempts INTEGER NOT NULL DEFAULT 0, reason TEXT, result TEXT,
+    cursor_us INTEGER, upto_seq INTEGER
+);
+CREATE INDEX IF NOT EXISTS jobs_by_status ON jobs (status, seq);
+CREATE INDEX IF NOT EXISTS jobs_by_session ON jobs (app, user, session, status);
+CREATE INDEX IF NOT EXISTS events_pending ON events (app, user, session, extracted, seq);
+CREATE TABLE IF NOT EXISTS access (
+    app TEXT NOT NULL, user TEXT NOT NULL, entry_id TEXT NOT NULL, at REAL NOT NULL,
+    PRIMARY KEY (app, user, entry_id)
+);
+"""
+
+USER_TABLES = ("events", "sessions", "jobs", "access")
+"""The tables with rows of a user (what erasing the user empties)."""
+
+
+def migrate(db: Database) -> None:
+    """Archives written before arrival numbers: number their turns by insertion order, mark the turns at
+    or before each session's cursor as extracted; before soft deletes: add ``hidden``; jobs get
+    ``upto_seq``."""
+    events = db.columns("events")
+    if events and "seq" not in events:
+        db.script(
+            "BEGIN; ALTER TABLE events ADD COLUMN seq INTEGER;"
+            " ALTER TABLE events ADD COLUMN extracted INTEGER NOT NULL DEFAULT 0;"
+            " UPDATE events SET seq = rowid;"
+            " UPDATE events SET extracted = 1 WHERE ts_us <= coalesce((SELECT last_extract_us FROM sessions s"
+            " WHERE s.app = events.app AND s.user = events.user AND s.session = events.session), -1);"
+            " CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);"
+            " INSERT OR REPLACE INTO counters VALUES ('event_seq', (SELECT coalesce(max(seq), 0) FROM events));"
+            " COMMIT;")
+    if events and "hidden" not in db.columns("events"):
+        db.script("ALTER TABLE events ADD COLUMN hidden INTEGER NOT NULL DEFAULT 0")
+    jobs = db.columns("jobs")
+    if jobs and "upto_seq" not in jobs:
+        db.script("ALTER TABLE jobs ADD COLUMN upto_seq INTEGER")
+
+
+def open_archive_db(db: Database) -> Database:
+    migrate(db)
+    db.script(SCHEMA)
+    return db
