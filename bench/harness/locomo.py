@@ -30,6 +30,7 @@ from typing import Any
 from bench.harness.report import ROOT
 from jobs.locomo import Sample, Session, Turn, parse_dia_id, parse_dia_ids, parse_sample
 from memcore.extraction.events import Event
+from memcore.provenance import parse_event_ref
 
 APP = "locomo"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
@@ -96,9 +97,9 @@ def turn_ids(provenance: Iterable[str]) -> tuple[str, ...]:
     """The LoCoMo turn ids (``"D3:5"``) an entry's provenance refers to, in order.
 
     A reference is a bare event id (``"D3:5"``) or ``"<session>/<event id>"`` (``"session_3/D3:5"``):
-    everything up to the first ``/`` is dropped (LoCoMo's dia ids hold none).
+    the event id of :func:`memcore.provenance.parse_event_ref` (LoCoMo's dia ids hold no ``/``).
     """
-    return tuple(ref.split("/", 1)[-1] for ref in provenance)
+    return tuple(parse_event_ref(ref).event_id for ref in provenance)
 
 
 def convert(sample: dict[str, Any], index: int = 0, *, captions: bool = False) -> Conversation:
