@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from memcore.provenance import event_ref
 from tests.cluster.test_memctl import memctl
 from tests.conftest import free_port
 
@@ -46,14 +47,15 @@ def test_backfill_search_reextract_drop(tmp_path: Path) -> None:
         summary = json.loads(bf.stdout[bf.stdout.index("{"):])
         assert summary["turns"] == turns and summary["entries_new"] == turns
         hit = httpx.post(search, json={"query": first["text"]}).json()["hits"][0]["entry"]
-        assert hit["provenance"] == [first["dia_id"]]
+        assert hit["provenance"] == [event_ref("session_1", first["dia_id"])]
         again = memctl(*backfill, env=env, timeout=600)
         assert again.returncode == 0 and json.loads(again.stdout[again.stdout.index("{"):])["entries_new"] == 0
 
         rx = memctl("reextract", "--granularity", "session", "--progress-s", "0", env=env, timeout=600)
         assert rx.returncode == 0 and "reads switched to generation 2" in rx.stdout, rx.stdout + rx.stderr
         hit = httpx.post(search, json={"query": first["text"]}).json()["hits"][0]["entry"]
-        assert hit["provenance"][0] == first["dia_id"] and len(hit["provenance"]) == len(conv["session_1"])
+        assert hit["provenance"][0] == event_ref("session_1", first["dia_id"])
+        assert len(hit["provenance"]) == len(conv["session_1"])
         drop = memctl("reextract", "--drop-generation", "1", env=env)
         assert drop.returncode == 0, drop.stdout + drop.stderr
         listed = memctl("reextract", "--list", env=env)
