@@ -314,13 +314,14 @@ class ShardCore:
     def preload(
         self, key: UserKey, budget: int, message: str, mode: InjectionMode, playbook: str | None,
         topics: list[str] | None = None, topics_match: TopicsMatch = "any", max_tokens: int | None = None,
+        min_relevance: float | None = None,
     ) -> PreloadResult:
         policy = self.settings.policy(key.app)
         on = policy.memory != "off"
         result = preload.preload(self.service, key, budget if on else 0, message, mode=mode, playbook=playbook,
                                  topics=topics, topics_match=topics_match,
                                  max_tokens=max_tokens if max_tokens is not None else policy.max_tokens,
-                                 count=self.service.token_count)
+                                 count=self.service.token_count, min_relevance=min_relevance)
         self.maintenance.touch(key, result.entries)
         return result
 

@@ -79,9 +79,10 @@ class ShardClient:
 
     async def preload(self, key: UserKey, budget: int, message: str, mode: InjectionMode,
                       playbook: str | None, topics: list[str] | None = None,
-                      topics_match: TopicsMatch = "any", max_tokens: int | None = None) -> PreloadResult:
+                      topics_match: TopicsMatch = "any", max_tokens: int | None = None,
+                      min_relevance: float | None = None) -> PreloadResult:
         return await self.backend.call(key, "preload", budget, message, mode, playbook, topics, topics_match,
-                                       max_tokens)
+                                       max_tokens, min_relevance)
 
     async def recall(self, key: UserKey, query: str, session: str | None = None,
                      max_results: int = 10) -> list[RecallHit]:

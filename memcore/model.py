@@ -259,7 +259,8 @@ class InjectionMode(StrEnum):
     USER = "user"
 
 
-PreloadStrategy = Literal["off", "all", "search", "recent", "failed"]
+PreloadStrategy = Literal["off", "all", "search", "recent", "failed", "none"]
+"""How preload chose (:mod:`memcore.preload`); ``none``: nothing met the relevance floor."""
 
 
 class PreloadResult(BaseModel):

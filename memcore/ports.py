@@ -46,6 +46,11 @@ class VectorStore(Protocol):
         """Entries of ``key`` with these ids, tombstones included; unknown ids are absent."""
         ...
 
+    def get_with_vectors(self, key: UserKey, ids: Sequence[str]) -> tuple[list[Entry], Vectors]:
+        """:meth:`get` with each found entry's stored vector (one row each, in the entries' order): what a
+        search scores the relevance of a hit only BM25 found with, without embedding it again."""
+        ...
+
     def delete(self, key: UserKey, ids: Sequence[str]) -> None:
         """Hard-delete entries of ``key`` by id (unknown ids are ignored)."""
         ...

@@ -11,6 +11,12 @@ Budget rules (seed 004, ``getPreloadMemoryMessage``):
 A topic filter (``topics``, any or all of them) narrows every step: the probe, the search and
 the fallback read only the entries with those topics.
 
+A relevance floor (``min_relevance``, :mod:`memcore.relevance`; default None: no floor, the rules above)
+makes the message decide: with a non-empty message every budget but ``0`` searches it (at most ``N``
+results, every entry for ``-1``) keeping only hits at least that relevant, and no such hit injects nothing
+(strategy ``none``), however few memories the user has; a failed search falls back to the rules above.
+:data:`memcore.relevance.DEFAULT_FLOOR` is the floor measured for the default embedder.
+
 With ``max_tokens`` the rendered block, playbook and frame included, fits that many tokens
 (:func:`fit`); a budget below the frame (:func:`min_tokens`) is a ValidationError naming ``max_tokens``.
 """
@@ -23,6 +29,7 @@ from typing import Protocol
 
 from memcore.budget import TokenCounter, cut_entry, whitespace_count
 from memcore.errors import ValidationError
+from memcore.fields import MAX_RESULTS_LIMIT
 from memcore.model import Entry, InjectionMode, PreloadResult, PreloadStrategy, UserKey
 from memcore.search_model import SearchHit, SearchOptions, TopicsMatch
 
@@ -51,12 +58,23 @@ def build_query(message: str) -> str:
 
 def choose(
     reader: MemoryReader, key: UserKey, budget: int, message: str, *, topics: Sequence[str] | None = None,
-    topics_match: TopicsMatch = "any",
+    topics_match: TopicsMatch = "any", min_relevance: float | None = None,
 ) -> tuple[list[Entry], PreloadStrategy]:
-    """Apply the budget rules; returns (entries, strategy). Never raises."""
+    """Apply the budget rules (and the relevance floor, when given); returns (entries, strategy). Never raises."""
     if budget == 0:
         return [], "off"
     topics = list(topics or [])
+    query = build_query(message)
+    if min_relevance is not None and query:
+        try:
+            opts = SearchOptions(query=query, max_results=budget if budget > 0 else MAX_RESULTS_LIMIT,
+                                 deduplicate=True, hybrid=True, topics=topics or None, topics_match=topics_match,
+                                 similarity_threshold=min_relevance)
+            hits = reader.search(key, opts)
+        except Exception:
+            log.warning("preload search failed for %s/%s", key.app, key.user, exc_info=True)
+        else:
+            return ([h.entry for h in hits], "search") if hits else ([], "none")
     try:
         if budget < 0:
             return reader.read(key, None, topics=topics, topics_match=topics_match), "all"
@@ -66,7 +84,6 @@ def choose(
         return [], "failed"
     if len(probe) <= budget:
         return probe, "all"
-    query = build_query(message)
     if query:
         try:
             opts = SearchOptions(query=query, max_results=budget, deduplicate=True, hybrid=True,
@@ -156,11 +173,13 @@ def preload(
     topics_match: TopicsMatch = "any",
     max_tokens: int | None = None,
     count: TokenCounter = whitespace_count,
+    min_relevance: float | None = None,
 ) -> PreloadResult:
     """Choose (:func:`choose`) and render; with ``max_tokens`` the whole block (playbook included) fits it."""
     if max_tokens is not None:
         fit([], max_tokens, "", playbook, count)  # a budget below the frame fails before any read
-    entries, strategy = choose(reader, key, budget, message, topics=topics, topics_match=topics_match)
+    entries, strategy = choose(reader, key, budget, message, topics=topics, topics_match=topics_match,
+                               min_relevance=min_relevance)
     cut: dict[str, list[str]] = {}
     if max_tokens is not None:
         entries, cut = fit(entries, max_tokens, build_query(message), playbook, count)

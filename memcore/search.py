@@ -11,7 +11,10 @@ retrieval benchmark measured best (``bench/results/retrieval.md``; README, "Benc
   a second time inside [start - ``date_boost_before_days``, end + ``date_boost_after_days``]
   (intersected with the caller's time range), and the two fused lists are fused again (RRF, same k);
 - merging verbatim windows that share turns (:func:`memcore.fusion.merge_overlapping`) is applied
-  by the service after dedup.
+  by the service after dedup;
+- every hit carries its ``relevance`` (:mod:`memcore.relevance`: the query/memory cosine, from the dense
+  list, or for a hit only BM25 found from the vector the store returns with it); ``similarity_threshold``
+  keeps the hits at or above it (hybrid too); without one a hybrid search keeps every hit.
 
 Pure with respect to its inputs: the stores are read, never written.
 """
@@ -26,6 +29,7 @@ from memcore.metadata import matches, pushdown
 from memcore.model import Entry, Kind, UserKey
 from memcore.ports import KeywordIndex, Vectors, VectorStore
 from memcore.query import content_query, query_dates
+from memcore.relevance import cosines, floor_of
 from memcore.search_model import SearchHit, SearchOptions
 from memcore.settings import SearchDefaults
 from memcore.vocabulary import KeywordQuery
@@ -66,8 +70,9 @@ def search_once(
                                    metadata=meta, topics=opts.topics or (), topics_match=opts.topics_match)
             if sp is not None:
                 sp.set_attribute("memcluster.results", len(dense))
-        return [SearchHit(entry=e, score=s) for e, s in dense
-                if s >= opts.similarity_threshold and matches(e.metadata, opts.metadata_filter)]
+        floor = floor_of(opts.similarity_threshold, hybrid=False)
+        return [SearchHit(entry=e, score=s, relevance=s) for e, s in dense
+                if (floor is None or s >= floor) and matches(e.metadata, opts.metadata_filter)]
     period, rest = query_dates(opts.query) if knobs.date_boost else (None, opts.query)
     text = content_query(rest) if knobs.keyword_query == "content" else rest
     lists = _Lists(vectors, keywords, key, qvec, kind, text, pool, knobs, meta, opts)
@@ -80,14 +85,18 @@ def search_once(
         if lo <= hi:
             inside = lists.fused(lo, hi)
             fused = fusion.rrf([[i for i, _ in fused], [i for i, _ in inside]], k=knobs.rrf_k)
-    known = lists.known
+    known, cos = lists.known, lists.cos
     missing = [i for i, _ in fused if i not in known]
     if missing:
         with tracing.store_span("memcluster.fetch_entries", db_system(vectors), "retrieve",
                                 memcluster__count=len(missing)):
-            known.update({e.id: e for e in vectors.get(key, missing) if e.active})
-    return [SearchHit(entry=known[i], score=s) for i, s in fused
-            if i in known and matches(known[i].metadata, opts.metadata_filter)]
+            found, rows = vectors.get_with_vectors(key, missing)
+        for e, c in zip(found, cosines(qvec, rows), strict=True):
+            if e.active:
+                known[e.id], cos[e.id] = e, c
+    floor = floor_of(opts.similarity_threshold, hybrid=True)
+    return [SearchHit(entry=known[i], score=s, relevance=cos[i]) for i, s in fused
+            if i in known and (floor is None or cos[i] >= floor) and matches(known[i].metadata, opts.metadata_filter)]
 
 
 def db_system(store: object) -> str:
@@ -105,6 +114,8 @@ class _Lists:
         self.topics, self.topics_match = tuple(opts.topics or ()), opts.topics_match
         self.kind, self.text, self.pool, self.knobs = kind, text, pool, knobs
         self.known: dict[str, Entry] = {}
+        self.cos: dict[str, float] = {}
+        """Entry id → its relevance (the dense list's cosine), for the entries the dense lists returned."""
 
     def fused(self, time_from: datetime | None, time_to: datetime | None) -> list[tuple[str, float]]:
         kn = self.knobs
@@ -119,6 +130,7 @@ class _Lists:
                 if sp is not None:
                     sp.set_attribute("memcluster.results", len(dense))
             self.known.update({e.id: e for e, _ in dense})
+            self.cos.update({e.id: c for e, c in dense})
             rankings.append([e.id for e, _ in dense])
             weights.append(kn.dense_weight if kn.dense_weight > 0 else 1.0)
         if kn.keyword_weight > 0:

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from memcore.fields import MAX_RESULTS_LIMIT, MAX_TEXT_BYTES, check_topics, utc
 from memcore.metadata import Scalar, check_filter
 from memcore.model import Entry, Kind
+from memcore.relevance import MAX_RELEVANCE, MIN_RELEVANCE
 from memcore.vocabulary import MAX_TOKENS_LIMIT, KeywordQuery
 
 TopicsMatch = Literal["any", "all"]
@@ -27,7 +28,7 @@ def has_topics(entry_topics: Sequence[str], topics: Sequence[str] | None, how: T
 
 
 class SearchOptions(BaseModel):
-    """Every knob of a search. Defaults follow the seeds (max 10, threshold 0.3); the fusion knobs
+    """Every knob of a search. Defaults follow the seeds (max 10, threshold 0.3 in dense search); the fusion knobs
     (``rrf_k`` .. ``merge_overlapping``) default to the service's configuration when left ``None``."""
 
     model_config = ConfigDict(extra="forbid")
@@ -39,7 +40,9 @@ class SearchOptions(BaseModel):
     max_results: Annotated[int, Field(ge=1, le=MAX_RESULTS_LIMIT)] = 10
     max_tokens: Annotated[int, Field(ge=1, le=MAX_TOKENS_LIMIT)] | None = None
     """At most this many tokens of hit text in all (:mod:`memcore.budget`); None: the service's default."""
-    similarity_threshold: Annotated[float, Field(ge=-1.0, le=1.0)] = 0.3
+    similarity_threshold: Annotated[float, Field(ge=MIN_RELEVANCE, le=MAX_RELEVANCE)] | None = None
+    """Keep hits with ``relevance`` at least this (:mod:`memcore.relevance`), dense or hybrid; None: the seeds'
+    0.3 for a dense search, no floor for a hybrid one (:func:`memcore.relevance.floor_of`)."""
     order_by_event_time: bool = False
     deduplicate: bool = False
     kind_fallback: bool = True
@@ -88,8 +91,13 @@ class SearchOptions(BaseModel):
 
 
 class SearchHit(BaseModel):
+    """One result: ``score`` ranks (fused RRF score in hybrid search, cosine in dense search), ``relevance``
+    judges (the query/memory cosine, -1..1, :mod:`memcore.relevance`); a search fills both."""
+
     entry: Entry
     score: float
+    relevance: float | None = None
+    """The cosine of the query's and the entry's vectors (-1..1); None only for a hit built outside a search."""
     merged: list[str] = Field(default_factory=list)
     """Ids of further entries this hit's text includes (``merge_overlapping``); empty otherwise."""
     cut: list[str] = Field(default_factory=list)

@@ -16,10 +16,22 @@ import jsonschema
 from memcore import tracing
 from memcore.errors import PermissionDeniedError, ValidationError
 from memcore.model import Entry, Kind, Memory, MemoryPatch, UserKey
+from memcore.relevance import DEFAULT_FLOOR, MAX_RELEVANCE, MIN_RELEVANCE
 from memcore.search_model import SearchHit, SearchOptions
 from memcore.settings import ToolMode, ToolPolicy
 from memcore.validation import validate
-from memcore.vocabulary import ADD, ALL_TOOLS, CLEAR, DELETE, LOAD, MAX_TOKENS_LIMIT, SEARCH, UPDATE, function_schema
+from memcore.vocabulary import (
+    ADD,
+    ALL_TOOLS,
+    CLEAR,
+    DELETE,
+    LOAD,
+    MAX_TOKENS_LIMIT,
+    MIN_RELEVANCE_ARG,
+    SEARCH,
+    UPDATE,
+    function_schema,
+)
 
 _MEMORY_PROPS: dict[str, Any] = {
     "memory": {"type": "string", "description": "The memory, one self-contained statement."},
@@ -53,7 +65,12 @@ SCHEMAS: dict[str, dict[str, Any]] = {
                                        "description": "Only memories with these topic tags."},
                             "topics_match": {"type": "string", "enum": ["any", "all"],
                                              "description": "any (default): at least one of the topics; "
-                                                            "all: every one of them."}},
+                                                            "all: every one of them."},
+                            MIN_RELEVANCE_ARG: {"type": "number", "minimum": MIN_RELEVANCE, "maximum": MAX_RELEVANCE,
+                                                "description": "Only memories at least this relevant to the query "
+                                                               f"(cosine, {MIN_RELEVANCE:g}..{MAX_RELEVANCE:g}; "
+                                                               f"{DEFAULT_FLOOR:g} leaves out what does not "
+                                                               "match); default: no floor."}},
              "required": ["query"]},
     LOAD: {"description": "Load the most recent memories.",
            "properties": {"limit": {"type": "integer", "minimum": 1, "maximum": 100}}, "required": []},
@@ -144,6 +161,8 @@ def search_options_from_args(args: Mapping[str, Any]) -> SearchOptions:
     for f in ("time_from", "time_to", "topics", "topics_match", "max_tokens"):
         if args.get(f):
             data[f] = args[f]
+    if args.get(MIN_RELEVANCE_ARG) is not None:
+        data["similarity_threshold"] = args[MIN_RELEVANCE_ARG]
     return validate(SearchOptions, data, prefix="arguments.")
 
 
@@ -158,6 +177,8 @@ def _entry_json(e: Entry, score: float | None = None) -> dict[str, Any]:
 
 def _hit_json(h: SearchHit) -> dict[str, Any]:
     out = _entry_json(h.entry, h.score)
+    if h.relevance is not None:
+        out["relevance"] = round(h.relevance, 6)
     if h.cut:
         out["cut_turns"] = len(h.cut)
     return out

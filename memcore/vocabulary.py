@@ -49,6 +49,9 @@ DEFAULT_POLICY: PolicyName = "merge_similar"
 # ------------------------------------------------------------------ search
 KeywordQuery = Literal["raw", "content"]
 """What BM25 searches: the query as given, or its content words (no stop or question words)."""
+MIN_RELEVANCE_ARG = "min_relevance"
+"""The option of ``memory_search`` (and of preload) that keeps only hits at least this relevant
+(:mod:`memcore.relevance`: the query/memory cosine, -1..1); a search's ``similarity_threshold``."""
 
 # ------------------------------------------------------------------ verbatim extraction
 # ---------------------------------------------------------- token budgets

@@ -210,7 +210,8 @@ def _memory_routes(router: APIRouter) -> None:
         """Choose the memories for the next model request (budget rules) and render them. A failing probe
         injects nothing (strategy `failed`) instead of failing the request."""
         result = await shards(request).preload(make_key(app, user), body.budget, body.message, body.mode,
-                                              body.playbook, body.topics, body.topics_match, body.max_tokens)
+                                              body.playbook, body.topics, body.topics_match, body.max_tokens,
+                                              body.min_relevance)
         return JSONResponse(to_json(result))
 
 

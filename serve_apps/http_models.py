@@ -21,6 +21,7 @@ from memcore.fields import SessionId, check_topics, encodable
 from memcore.metadata import MetadataError, Scalar, check_filter
 from memcore.model import Entry, InjectionMode, Memory, MemoryPatch, PreloadStrategy
 from memcore.records import JobStatus, RecallHit
+from memcore.relevance import DEFAULT_FLOOR, MAX_RELEVANCE, MIN_RELEVANCE
 from memcore.search_model import SearchOptions, TopicsMatch
 from memcore.settings import ToolMode
 from memcore.vocabulary import MAX_TOKENS_LIMIT
@@ -104,7 +105,9 @@ _SEARCH_DOCS = {
     "max_results": "How many hits to return (1..1000).",
     "max_tokens": ("At most this many tokens of hit text in all: hits in rank order while they fit, the next one "
                    "cut to its best-matching turns (see `cut`); default: the app's setting (none: no budget)."),
-    "similarity_threshold": "Minimum cosine similarity; applies to pure dense search only (hybrid=false).",
+    "similarity_threshold": ("Keep only hits whose `relevance` (query/memory cosine, -1..1) is at least this, in "
+                             "hybrid and dense search; default: 0.3 in dense search (hybrid=false), no floor in "
+                             f"hybrid. {DEFAULT_FLOOR:g} is the floor measured for the default embedder."),
     "order_by_event_time": "Return the hits ordered by event time instead of by score.",
     "deduplicate": "Drop near-duplicates (word-set Jaccard >= 0.80), keeping the higher score.",
     "kind_fallback": "With `kind` set and fewer than 3 hits, merge an unfiltered search (requested kind first).",
@@ -174,7 +177,10 @@ class Hit(BaseModel):
     """One search result."""
 
     entry: EntryModel
-    score: float = Field(description="Cosine similarity (dense search) or the fused RRF score (hybrid).")
+    score: float = Field(description="The rank score: the fused RRF score (hybrid) or the cosine (dense search).")
+    relevance: float = Field(description=(
+        "How well the memory matches the query: the cosine of their embedding vectors, -1..1, for every hit "
+        "(the ones only keywords found included); what `similarity_threshold` filters on."))
     merged: list[str] = Field(default_factory=list, description=(
         "Ids of further verbatim windows merged into this hit (its text and provenance are their union)."))
     cut: list[str] = Field(default_factory=list, description=(
@@ -214,6 +220,11 @@ class PreloadRequest(BaseModel):
     topics_match: TopicsMatch = Field(
         default="any", description="`any`: memories with at least one of `topics`; `all`: with every one."
     )
+    min_relevance: Annotated[float, Field(ge=MIN_RELEVANCE, le=MAX_RELEVANCE)] | None = Field(
+        default=None, description=(
+            "A relevance floor (query/memory cosine, -1..1): the message is searched and only memories at least "
+            f"this relevant are injected, none when nothing is (strategy `none`). {DEFAULT_FLOOR:g} is the floor "
+            "measured for the default embedder. Default: no floor (the budget rules alone)."))
 
     @field_validator("topics")
     @classmethod
@@ -233,7 +244,8 @@ class PreloadResponse(BaseModel):
     text: str = Field(description="The memory block to inject (empty when nothing was chosen).")
     mode: InjectionMode
     strategy: PreloadStrategy = Field(
-        description="off, all, search, recent, or failed (a failed probe injects nothing)."
+        description="off, all, search, recent, failed (a failed probe injects nothing), or none (nothing met "
+                    "`min_relevance`)."
     )
     cut: dict[str, list[str]] = Field(default_factory=dict, description=(
         "Memory id → the turn ids left out of its text to fit `max_tokens` (only memories that were cut)."))

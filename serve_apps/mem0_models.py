@@ -76,7 +76,8 @@ class Mem0SearchRequest(BaseModel):
     filters: dict[str, Any] | None = Field(default=None, description="Equalities on user_id, agent_id, run_id, "
                                            "app_id, metadata; AND / OR; each alternative names a user_id.")
     top_k: int = Field(default=10, ge=1, le=1000)
-    threshold: float | None = Field(default=None, ge=-1, le=1, description="Minimum cosine (dense search only).")
+    threshold: float | None = Field(default=None, ge=-1, le=1, description=(
+        "Minimum relevance (query/memory cosine, -1..1) of a result, hybrid search included."))
 
     @field_validator("query")
     @classmethod

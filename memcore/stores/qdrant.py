@@ -219,6 +219,22 @@ class QdrantServerStore:
             found = [from_payload(r.payload) for r in records]
         return in_request_order([e for e in found if belongs(e, key)], ids)
 
+    def get_with_vectors(self, key: UserKey, ids: Sequence[str]) -> tuple[list[Entry], Vectors]:
+        """:meth:`get` with each found entry's stored vector (one row each, in the entries' order)."""
+        if not ids:
+            return [], np.zeros((0, self.dim), dtype=np.float32)
+        spec = scope_filter(key, ids=ids)
+        with self._engine("get") as client:
+            records, _ = client.scroll(
+                self.collection, scroll_filter=_scoped(spec), limit=len(spec.point_ids or ()), with_payload=True,
+                with_vectors=True,
+            )
+            found = {e.id: (e, r.vector) for r in records if belongs(e := from_payload(r.payload), key)}
+        entries = in_request_order([e for e, _ in found.values()], ids)
+        rows = [v.get("", next(iter(v.values()))) if isinstance(v, dict) else v
+                for v in (found[e.id][1] for e in entries)]
+        return entries, np.asarray(rows, dtype=np.float32).reshape(-1, self.dim)
+
     def search(
         self,
         key: UserKey,

@@ -207,6 +207,20 @@ class QdrantEdgeStore:
             found = [from_payload(r.payload) for r in records]
         return in_request_order([e for e in found if belongs(e, key)], ids)
 
+    def get_with_vectors(self, key: UserKey, ids: Sequence[str]) -> tuple[list[Entry], Vectors]:
+        """:meth:`get` with each found entry's stored vector (one row each, in the entries' order)."""
+        if not ids:
+            return [], np.zeros((0, self.dim), dtype=np.float32)
+        spec = scope_filter(key, ids=ids)
+        request = qe.ScrollRequest(limit=len(spec.point_ids or ()), filter=self._filter(spec), with_payload=True,
+                                   with_vector=True)
+        with self._engine("get") as shard:
+            records, _ = shard.scroll(request)
+            found = {e.id: (e, r.vector) for r in records if belongs(e := from_payload(r.payload), key)}
+        entries = in_request_order([e for e, _ in found.values()], ids)
+        rows = np.asarray([_dense(found[e.id][1]) for e in entries], dtype=np.float32).reshape(-1, self.dim)
+        return entries, rows
+
     def search(
         self,
         key: UserKey,
