@@ -166,12 +166,13 @@ class AsyncMemoryClient:
     async def preload(
         self, app: str, user: str, budget: int = 10, message: str = "", mode: str = "system",
         playbook: str | None = None, *, topics: Sequence[str] | None = None, topics_match: str | None = None,
-        max_tokens: int | None = None,
+        max_tokens: int | None = None, min_relevance: float | None = None,
     ) -> PreloadResult:
         """The memories to inject before a model call (budget 0 off, -1 all) and their rendered block;
-        ``topics`` (any of them, or all with ``topics_match="all"``) narrows what is considered."""
+        ``topics`` (any of them, or all with ``topics_match="all"``) narrows what is considered;
+        ``min_relevance`` (query/memory cosine, -1..1) injects only memories that match the message."""
         return await self._send(P.preload(app, user, budget, message, mode, playbook, topics, topics_match,
-                                              max_tokens))
+                                              max_tokens, min_relevance))
 
     # ------------------------------------------------------------------ tools
     async def tools(self, app: str, mode: str | None = None) -> list[dict[str, Any]]:

@@ -201,7 +201,7 @@ def search(app: str, user: str, body: dict[str, Any]) -> Call[list[SearchHit]]:
 
 def preload(app: str, user: str, budget: int, message: str, mode: str, playbook: str | None,
             topics: Sequence[str] | None = None, topics_match: str | None = None,
-            max_tokens: int | None = None) -> Call[PreloadResult]:
+            max_tokens: int | None = None, min_relevance: float | None = None) -> Call[PreloadResult]:
     body: dict[str, Any] = {"budget": budget, "message": message, "mode": mode}
     if playbook is not None:
         body["playbook"] = playbook
@@ -211,6 +211,8 @@ def preload(app: str, user: str, budget: int, message: str, mode: str, playbook:
         body["topics_match"] = topics_match
     if max_tokens is not None:
         body["max_tokens"] = max_tokens
+    if min_relevance is not None:
+        body["min_relevance"] = min_relevance
     return Call("POST", user_path(app, user, "preload"), PreloadResult.from_json, body=body, idempotent=True)
 
 

@@ -84,11 +84,16 @@ class SearchHit:
     cut: tuple[str, ...] = ()
     """Turn refs (``<session>/<event_id>``) left out of the text to fit ``max_tokens`` (the provenance holds the
     turns kept)."""
+    relevance: float | None = None
+    """How well the memory matches the query: the cosine of their vectors, -1..1 (what ``similarity_threshold``
+    filters on); None from a server that does not send it."""
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> SearchHit:
+        rel = data.get("relevance")
         return cls(entry=Entry.from_json(data["entry"]), score=float(data["score"]),
-                   merged=tuple(data.get("merged") or ()), cut=tuple(data.get("cut") or ()))
+                   merged=tuple(data.get("merged") or ()), cut=tuple(data.get("cut") or ()),
+                   relevance=None if rel is None else float(rel))
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ MAX_RELEVANCE = 1.0
 DENSE_THRESHOLD = 0.3
 """The seeds' similarity threshold of a dense search (``hybrid=false``) when none is given."""
 
-DEFAULT_FLOOR = 0.3
+DEFAULT_FLOOR = 0.35
 """The documented floor for the default embedder (``minilm-l3``), measured by ``bench.relevance``."""
 
 

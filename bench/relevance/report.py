@@ -42,6 +42,12 @@ def markdown(res: dict[str, Any]) -> str:
         rows.append([name, f"{v['cross_emptied']:.3f} {_ci(v['cross_emptied_ci95'])}", f"{v['own_emptied']:.3f}",
                      f"{v['any@5']:.3f} {_ci(v['any@5_ci95'])}", f"{v['any@5_drop']:+.4f} {_ci(v['any@5_drop_ci95'])}"])
     lines += md_table(["floor", "cross searches emptied", "own searches emptied", "own any@5", "any@5 drop"], rows)
+    if res.get("gate"):
+        lines += ["", "For comparison, a floor on the search instead of each hit (a search whose best returned hit is "
+                      "below it returns nothing, else its hits unchanged; derived from the same searches):", ""]
+        rows = [[k, f"{v['cross_emptied']:.3f} {_ci(v['cross_emptied_ci95'])}", f"{v['any@5']:.3f}",
+                 f"{v['any@5_drop']:+.4f}"] for k, v in res["gate"].items()]
+        lines += md_table(["floor", "cross searches emptied", "own any@5", "any@5 drop"], rows)
     t = res["targets"]
     lines += ["", f"Targets: AUC >= {t['auc']} ({'met' if res['met']['auc'] else 'NOT met'}), cross emptied "
                   f">= {t['cross_emptied']:.0%} ({'met' if res['met']['cross_emptied'] else 'NOT met'}), any@5 drop "

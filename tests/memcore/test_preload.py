@@ -95,3 +95,21 @@ def test_topics_narrow_every_preload_step(service: MemoryService) -> None:
     assert recent.strategy == "recent" and all("travel" in e.topics for e in recent.entries)
     only_both = preload.preload(service, A, 5, "bag", topics=["travel", "home"], topics_match="all")
     assert [e.id for e in only_both.entries] == [both.id]
+
+
+def test_a_relevance_floor_lets_an_off_topic_message_inject_nothing(service: MemoryService) -> None:
+    cat = service.add(A, {"text": "The user's cat is named Miso"}).id
+    service.add(A, {"text": "The user likes green tea"})
+    assert preload.preload(service, A, 10, "quantum chromodynamics lecture").strategy == "all"  # no floor: as before
+    off = preload.preload(service, A, 10, "quantum chromodynamics lecture", min_relevance=0.2)
+    assert off.strategy == "none" and off.entries == [] and off.text == ""
+    on = preload.preload(service, A, 10, "what is my cat named", min_relevance=0.2)
+    assert on.strategy == "search" and [e.id for e in on.entries] == [cat]
+    assert preload.preload(service, A, 10, "", min_relevance=0.2).strategy == "all"  # no message: the budget rules
+    assert preload.preload(service, A, 0, "cat", min_relevance=0.2).strategy == "off"
+    assert [e.id for e in preload.preload(service, A, -1, "my cat", min_relevance=0.2).entries] == [cat]
+
+
+def test_a_failed_search_with_a_floor_falls_back_to_the_budget_rules() -> None:
+    r = preload.preload(FailingReader(read_fails=False), A, 3, "hello", min_relevance=0.3)
+    assert r.strategy == "recent" and [e.id for e in r.entries] == ["e0", "e1", "e2"]

@@ -92,3 +92,23 @@ def test_memory_search_filters_by_topics(service: MemoryService) -> None:
     assert err.value.field is not None and "topics_match" in err.value.field
     with pytest.raises(ValidationError):
         tools.execute(service, A, "memory_search", {"query": "q", "topics": "travel"}, enabled=enabled)
+
+
+def test_memory_search_min_relevance(service: MemoryService) -> None:
+    from memcore.vocabulary import MIN_RELEVANCE_ARG
+
+    enabled = sorted(ToolPolicy().enabled_tools(ToolMode.AGENTIC))
+    for text in ("Prefers window seats on flights", "Allergic to peanuts", "Plays chess on Sundays"):
+        tools.execute(service, A, "memory_add", {"memory": text}, enabled=enabled)
+    schema = tools.openai_schema("memory_search")["function"]["parameters"]["properties"][MIN_RELEVANCE_ARG]
+    assert (schema["type"], schema["minimum"], schema["maximum"]) == ("number", -1.0, 1.0)
+    every = tools.execute(service, A, "memory_search", {"query": "window seats flights"}, enabled=enabled)
+    assert every["count"] == 3 and all(-1.0 <= r["relevance"] <= 1.0 for r in every["results"])
+    floor = every["results"][0]["relevance"] - 1e-6
+    kept = tools.execute(service, A, "memory_search", {"query": "window seats flights", MIN_RELEVANCE_ARG: floor},
+                         enabled=enabled)
+    assert [r["memory"] for r in kept["results"]] == ["Prefers window seats on flights"]
+    for bad in ("high", 2, True, None):
+        with pytest.raises(ValidationError) as info:
+            tools.execute(service, A, "memory_search", {"query": "seats", MIN_RELEVANCE_ARG: bad}, enabled=enabled)
+        assert info.value.field == f"arguments.{MIN_RELEVANCE_ARG}"
