@@ -224,3 +224,19 @@ def test_expiration_date_on_add_and_update(base: str) -> None:
         c.add("I fly to Oslo on Monday", user_id="hal-bad", expiration_date="2030-01-31")  # infer=True
     assert ours.read("app1", "hal-bad", 10) == []
     assert c.get(plain)["expiration_date"] is None
+
+
+def test_threshold_filters_on_relevance_in_hybrid_search(base: str) -> None:
+    c, ours = _client(base), _ours(base)
+    facts = ["Rei adopted a cat named Miso", "Rei's cat Miso likes tuna", "Rei works as a nurse in Porto",
+             "Rei drinks green tea", "Rei plays the cello on Sundays"]
+    c.add([{"role": "user", "content": f} for f in facts], user_id="rei", infer=False)
+    q = "Does Rei's cat Miso like tuna?"
+    every = ours.search("app1", "rei", q, max_results=10)
+    assert len(every) >= 3 and all(h.relevance is not None for h in every)
+    floor = (max(h.relevance or 0.0 for h in every) + min(h.relevance or 0.0 for h in every)) / 2
+    kept = c.search(q, filters={"user_id": "rei"}, top_k=10, threshold=floor)["results"]
+    want = [h.entry.id for h in every if (h.relevance or 0.0) >= floor]
+    assert want and len(want) < len(every)
+    assert [_eid(m["id"]) for m in kept] == want
+    assert c.search(q, filters={"user_id": "rei"}, top_k=10, threshold=1.0)["results"] == []
