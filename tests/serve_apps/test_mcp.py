@@ -147,3 +147,23 @@ def test_http_auth_sessions_and_origin(base: str) -> None:
         r = h.post(url, json=listing, headers=ACCEPT | _headers("app1", "cy") | follow)
         assert r.status_code == 200 and "memory_search" in r.text
         assert h.delete(url, headers=_headers("app1", "cy") | follow).status_code == 200
+
+
+def test_memory_search_min_relevance_over_http(base: str) -> None:
+    user = "rel-mcp"
+
+    async def body(session: Any) -> tuple[Any, Any, Any, Any]:
+        listed = {t.name: t for t in (await session.list_tools()).tools}
+        await session.call_tool("memory_add", {"memory": "Rel keeps bees on her roof"})
+        every = await session.call_tool("memory_search", {"query": "bees roof"})
+        none = await session.call_tool("memory_search", {"query": "bees roof", "min_relevance": 1.0})
+        bad = await session.call_tool("memory_search", {"query": "bees roof", "min_relevance": "very"})
+        return listed["memory_search"].input_schema, every, none, bad
+
+    schema, every, none, bad = asyncio.run(_http_session(base, "app1", user, body))
+    prop = schema["properties"]["min_relevance"]
+    assert (prop["type"], prop["minimum"], prop["maximum"]) == ("number", -1.0, 1.0)
+    hits = _text(every)["results"]
+    assert len(hits) == 1 and -1.0 <= hits[0]["relevance"] <= 1.0
+    assert _text(none)["results"] == []
+    assert bad.is_error is True and _text(bad)["field"] == "arguments.min_relevance"
