@@ -12,9 +12,11 @@ A topic filter (``topics``, any or all of them) narrows every step: the probe, t
 the fallback read only the entries with those topics.
 
 A relevance floor (``min_relevance``, :mod:`memcore.relevance`; default None: no floor, the rules above)
-makes the message decide: with a non-empty message every budget but ``0`` searches it (at most ``N``
-results, every entry for ``-1``) keeping only hits at least that relevant, and no such hit injects nothing
-(strategy ``none``), however few memories the user has; a failed search falls back to the rules above.
+makes the message decide whether anything is injected: with a non-empty message every budget but ``0``
+searches it (hybrid + dedup, at most ``N`` results, every entry for ``-1``), however few memories the
+user has; when no hit reaches the floor nothing is injected (strategy ``none``), else the hits are
+injected as they are. The floor judges the search, not each hit: ``bench.relevance`` measured that this
+costs own-user recall less than dropping each hit below it. A failed search falls back to the rules above.
 :data:`memcore.relevance.DEFAULT_FLOOR` is the floor measured for the default embedder.
 
 With ``max_tokens`` the rendered block, playbook and frame included, fits that many tokens
@@ -68,13 +70,13 @@ def choose(
     if min_relevance is not None and query:
         try:
             opts = SearchOptions(query=query, max_results=budget if budget > 0 else MAX_RESULTS_LIMIT,
-                                 deduplicate=True, hybrid=True, topics=topics or None, topics_match=topics_match,
-                                 similarity_threshold=min_relevance)
+                                 deduplicate=True, hybrid=True, topics=topics or None, topics_match=topics_match)
             hits = reader.search(key, opts)
         except Exception:
             log.warning("preload search failed for %s/%s", key.app, key.user, exc_info=True)
         else:
-            return ([h.entry for h in hits], "search") if hits else ([], "none")
+            best = max((h.relevance for h in hits if h.relevance is not None), default=None)
+            return ([h.entry for h in hits], "search") if best is not None and best >= min_relevance else ([], "none")
     try:
         if budget < 0:
             return reader.read(key, None, topics=topics, topics_match=topics_match), "all"

@@ -14,10 +14,11 @@ search keeps the seeds' :data:`DENSE_THRESHOLD` and a hybrid search keeps everyt
 are those of the engine without this filter.
 
 :data:`DEFAULT_FLOOR` is the floor measured for the default embedder (``minilm-l3``) by
-``python -m bench.relevance`` (``docs/benchmarks.md``, "Relevance"): it empties most searches of another
-user's memories and costs own-user recall almost nothing. A floor is a property of the embedder; measure
-another embedder's with ``--embedder``. The dense cosine was measured to separate relevant from unrelated
-top hits better than the fused score and than a mix with the BM25 evidence, so it is the scale.
+``python -m bench.relevance`` (``docs/benchmarks.md``, "Relevance"; LoCoMo-10): as preload's floor it
+empties 76 % of the searches of another user's memories for -0.005 own-user session any@5. A floor is a
+property of the embedder: measure another embedder's before choosing one. The cosine separates own from
+other users' top hits with AUC 0.982 (the fused score: 0.746), as well as a mix with the keyword
+evidence, so it is the scale.
 
 This module imports nothing of the project but numpy: a leaf.
 """

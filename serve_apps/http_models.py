@@ -222,9 +222,10 @@ class PreloadRequest(BaseModel):
     )
     min_relevance: Annotated[float, Field(ge=MIN_RELEVANCE, le=MAX_RELEVANCE)] | None = Field(
         default=None, description=(
-            "A relevance floor (query/memory cosine, -1..1): the message is searched and only memories at least "
-            f"this relevant are injected, none when nothing is (strategy `none`). {DEFAULT_FLOOR:g} is the floor "
-            "measured for the default embedder. Default: no floor (the budget rules alone)."))
+            "A relevance floor (query/memory cosine, -1..1): the message is searched, and when no memory is at "
+            "least this relevant nothing is injected (strategy `none`), else the hits are. "
+            f"{DEFAULT_FLOOR:g} is the floor measured for the default embedder. Default: no floor (the budget "
+            "rules alone)."))
 
     @field_validator("topics")
     @classmethod

@@ -104,10 +104,13 @@ def test_a_relevance_floor_lets_an_off_topic_message_inject_nothing(service: Mem
     off = preload.preload(service, A, 10, "quantum chromodynamics lecture", min_relevance=0.2)
     assert off.strategy == "none" and off.entries == [] and off.text == ""
     on = preload.preload(service, A, 10, "what is my cat named", min_relevance=0.2)
-    assert on.strategy == "search" and [e.id for e in on.entries] == [cat]
+    assert on.strategy == "search" and on.entries[0].id == cat  # the floor judges the search: its hits as they are
+    hits = service.search(A, {"query": "what is my cat named", "deduplicate": True})
+    assert [e.id for e in on.entries] == [h.entry.id for h in hits]
     assert preload.preload(service, A, 10, "", min_relevance=0.2).strategy == "all"  # no message: the budget rules
     assert preload.preload(service, A, 0, "cat", min_relevance=0.2).strategy == "off"
-    assert [e.id for e in preload.preload(service, A, -1, "my cat", min_relevance=0.2).entries] == [cat]
+    assert preload.preload(service, A, -1, "my cat", min_relevance=0.2).entries[0].id == cat
+    assert preload.preload(service, A, -1, "quantum chromodynamics", min_relevance=0.2).strategy == "none"
 
 
 def test_a_failed_search_with_a_floor_falls_back_to_the_budget_rules() -> None:
