@@ -7,6 +7,7 @@ import pytest
 from memcore.errors import ValidationError
 from memcore.fields import MAX_TEXT_BYTES
 from memcore.model import Entry, Kind, Memory, Operation, UserKey
+from memcore.relevance import floor_of
 from memcore.search_model import SearchOptions
 from memcore.validation import make_key, validate
 
@@ -62,7 +63,12 @@ def test_search_options_validation() -> None:
     assert info.value.field == "max_results"
     with pytest.raises(ValidationError):
         validate(SearchOptions, {"query": "q", "time_from": "2025-01-02", "time_to": "2025-01-01"})
-    assert SearchOptions().max_results == 10 and SearchOptions().similarity_threshold == 0.3
+    assert SearchOptions().max_results == 10 and SearchOptions().similarity_threshold is None
+    assert floor_of(SearchOptions().similarity_threshold, hybrid=False) == 0.3  # the seeds' dense default
+    assert floor_of(SearchOptions().similarity_threshold, hybrid=True) is None
+    with pytest.raises(ValidationError) as info:
+        validate(SearchOptions, {"query": "q", "similarity_threshold": 1.5})
+    assert info.value.field == "similarity_threshold"
 
 
 def test_operation_shape() -> None:
