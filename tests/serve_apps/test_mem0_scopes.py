@@ -108,3 +108,22 @@ def test_trpc_agent_save_keys_with_a_slash(live: Served, c: Any) -> None:
     for bad in ("..", ".", "%2e", ""):
         with pytest.raises(Mem0Invalid, match=re.escape("user_id")):
             c.add("x", user_id=bad, infer=False)
+
+
+def test_user_ids_stored_before_escaping_keep_their_user(live: Served, c: Any) -> None:
+    """A Mem0 user id with ``~`` but no ``/`` (nor ``~0`` / ``~1``) is the same memcluster user as before escapes
+    existed: what the server stored for it then (an entry of memcluster user ``erin~work``) is Mem0's still."""
+    user = "erin~work"
+    with Memclient(live.url, api_key=KEY, timeout=30) as mc:
+        stored = mc.add(APP, user, "Erin works from Lisbon.")  # as /mem0 stored Mem0 user erin~work before
+        added = c.add("Erin takes the 8:15 train.", user_id=user, infer=False)["results"]
+        assert sorted(e.text for e in mc.read(APP, user)) == ["Erin takes the 8:15 train.", "Erin works from Lisbon."]
+        found = {m["memory"]: m for m in c.get_all(filters={"user_id": user})["results"]}
+        assert set(found) == {"Erin works from Lisbon.", "Erin takes the 8:15 train."}
+        before = found["Erin works from Lisbon."]
+        assert before["user_id"] == user and before["id"].startswith(f"{stored.id}.")
+        assert c.get(before["id"])["memory"] == "Erin works from Lisbon."
+        assert c.get(added[0]["id"])["user_id"] == user
+        assert user in {e["name"] for e in c.users()["results"] if e["type"] == "user"}
+        c.delete_users(user_id=user)
+        assert mc.read(APP, user) == []
