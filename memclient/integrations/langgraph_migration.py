@@ -53,7 +53,8 @@ from memclient.integrations.langgraph import (  # noqa: E402
     Scope,
 )
 
-__all__ = ["MigrationReport", "Move", "amigrate_legacy_items", "migrate_legacy_items", "plan"]
+__all__ = ["MigrationReport", "Move", "amigrate_legacy_items", "legacy_namespace", "migrate_legacy_items", "move_args",
+           "plan"]
 
 
 @dataclass
