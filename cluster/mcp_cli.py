@@ -15,7 +15,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from cluster.backup import api_key, base_url
+from cluster.backup import URL_HELP, api_key, base_url
 from memclient import AsyncMemoryClient
 from memcore.errors import MemoryServiceError, ValidationError
 from memcore.validation import make_key
@@ -75,8 +75,7 @@ def cmd_mcp(args: argparse.Namespace, state: Callable[[], dict[str, Any] | None]
 def add_parsers(sub: Any, state: Callable[[], dict[str, Any] | None]) -> None:
     """Register ``mcp`` on memctl's subparsers."""
     p = sub.add_parser("mcp", help="run an MCP server on stdio for one app and user (for desktop MCP clients)")
-    p.add_argument("--url", default=None, help="service base URL (default $MEMCLUSTER_URL, then the URL "
-                                               "`memctl up` recorded, then http://127.0.0.1:8000)")
+    p.add_argument("--url", default=None, help=URL_HELP)
     p.add_argument("--app", required=True, help="the app (its key: $MEMCLUSTER_API_KEY)")
     p.add_argument("--user", required=True, help="the user whose memories the tools read and write")
     p.set_defaults(func=lambda a: cmd_mcp(a, state))

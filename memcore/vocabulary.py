@@ -49,6 +49,12 @@ DEFAULT_POLICY: PolicyName = "merge_similar"
 # ------------------------------------------------------------------ search
 KeywordQuery = Literal["raw", "content"]
 """What BM25 searches: the query as given, or its content words (no stop or question words)."""
+MAX_RECALL_RESULTS = 100
+"""The most archived turns one session recall returns (HTTP, MCP and the shard check it)."""
+
+# ------------------------------------------------------------------ HTTP
+DEFAULT_PORT = 8000
+"""The HTTP port of the service unless ``http.port`` says otherwise (``memctl`` and the settings use it)."""
 
 # ------------------------------------------------------------------ verbatim extraction
 # ---------------------------------------------------------- token budgets

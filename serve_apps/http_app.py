@@ -38,7 +38,7 @@ from fastapi.responses import JSONResponse
 from fastapi.security import HTTPBearer
 
 from memcore import tracing
-from memcore.errors import NotFoundError, PermissionDeniedError, StoreError
+from memcore.errors import NotFoundError, StoreError
 from memcore.settings import ToolMode
 from memcore.tools import openai_schema
 from memcore.validation import make_key
@@ -228,9 +228,7 @@ def _tool_routes(router: APIRouter) -> None:
         make_key(app, "tools")  # validates the app id (422 naming `app`)
         _, settings = state(request)
         policy = settings.policy(app)
-        if mode is not None and mode != policy.tool_mode:
-            raise PermissionDeniedError(f"app {app!r} runs tools in {policy.tool_mode.value} mode (a deployment "
-                                        f"setting), not {mode.value}", field="mode")
+        policy.check_mode(mode)
         return JSONResponse({"tools": [openai_schema(n) for n in policy.exposed_tools()],
                              "mode": policy.tool_mode.value, "memory": policy.memory})
 

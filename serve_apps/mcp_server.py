@@ -35,7 +35,7 @@ RECALL_SCHEMA: dict[str, Any] = {
     "description": "Search the raw turns of the user's earlier conversations (other sessions), best match first.",
     "properties": {"query": {"type": "string", "description": "What to look for."},
                    "session": {"type": "string", "description": "The current session id; its turns are left out."},
-                   "max_results": {"type": "integer", "minimum": 1, "maximum": 100}},
+                   "max_results": {"type": "integer", "minimum": 1, "maximum": T.MAX_RECALL_RESULTS}},
     "required": ["query"],
 }
 _READ_ONLY = {T.SEARCH, T.LOAD, RECALL}
@@ -110,8 +110,9 @@ def _recall_args(arguments: dict[str, Any]) -> tuple[str, str | None, int]:
             session = check_session(session)  # the one session rule
         except ValidationError as exc:
             raise ValidationError(str(exc), field="arguments.session") from None
-    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 100:
-        raise ValidationError("max_results must be an integer from 1 to 100", field="arguments.max_results")
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= T.MAX_RECALL_RESULTS:
+        raise ValidationError(f"max_results must be an integer from 1 to {T.MAX_RECALL_RESULTS}",
+                              field="arguments.max_results")
     return query, session, limit
 
 
