@@ -22,7 +22,7 @@ from memcore.validation import make_key
 
 
 class MemclientToolBackend:
-    """:class:`serve_apps.mcp_server.ToolBackend` over :class:`memclient.AsyncMemoryClient`."""
+    """:class:`serve_apps.mcp.server.ToolBackend` over :class:`memclient.AsyncMemoryClient`."""
 
     def __init__(self, client: AsyncMemoryClient, app: str, user: str) -> None:
         self.client, self.app, self.user = client, app, user
@@ -41,7 +41,7 @@ class MemclientToolBackend:
         return list(body.get("hits", []))
 
     async def newest(self, limit: int) -> list[dict[str, Any]]:
-        from serve_apps.mcp_server import entry_json
+        from serve_apps.mcp.server import entry_json
 
         return [entry_json(e) for e in await self.client.read(self.app, self.user, limit)]
 
@@ -49,7 +49,7 @@ class MemclientToolBackend:
 async def serve_stdio(url: str, key: str | None, app: str, user: str) -> None:
     from mcp.server.stdio import stdio_server
 
-    from serve_apps.mcp_server import build_server
+    from serve_apps.mcp.server import build_server
 
     async with AsyncMemoryClient(url, api_key=key, timeout=60.0) as client:
         backend = MemclientToolBackend(client, app, user)

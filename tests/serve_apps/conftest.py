@@ -1,4 +1,4 @@
-"""A live HTTP server of :mod:`serve_apps.http_app`: uvicorn on 127.0.0.1 (ephemeral port) in a thread.
+"""A live HTTP server of :mod:`serve_apps.http.app`: uvicorn on 127.0.0.1 (ephemeral port) in a thread.
 
 Fixtures:
 
@@ -27,7 +27,7 @@ from fastapi import FastAPI
 
 from actors.backend import LocalShardBackend
 from memcore.settings import HttpSettings, Settings
-from serve_apps.http_app import attach, create_app
+from serve_apps.http.app import attach, create_app
 
 AUTH_KEYS = {"app-a": "key-for-app-a-0123456789", "app-b": "key-for-app-b-9876543210"}
 MAX_BODY = 65_536

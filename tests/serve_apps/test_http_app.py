@@ -12,7 +12,7 @@ import pytest
 
 from memcore.errors import ConflictError, NotFoundError, PermissionDeniedError, StoreError
 from memcore.settings import Settings
-from serve_apps.http_errors import response_for
+from serve_apps.http.errors import response_for
 
 _users = itertools.count()
 

@@ -27,7 +27,7 @@ import httpx
 import pytest
 
 from memcore.settings import HttpSettings, Settings
-from serve_apps import http_access
+from serve_apps.http import access as http_access
 from tests.serve_apps.conftest import Served, serve_local
 
 KEYS = {"app-a": "sec-key-A-6f1d2c3b4a59687", "app-b": "sec-key-B-0a9b8c7d6e5f4a3",
@@ -332,7 +332,7 @@ def logged_server(hashing_embedder: Any, tmp_path: Path) -> Iterator[str]:
     import uvicorn
 
     from actors.backend import LocalShardBackend
-    from serve_apps.http_app import attach, create_app
+    from serve_apps.http.app import attach, create_app
 
     settings = Settings(data_dir=tmp_path, shards=2, embedder={"kind": "hashing", "dim": 256}, api_keys=KEYS,
                         http=HttpSettings(max_body_bytes=LIMIT))

@@ -15,7 +15,7 @@ app (``X-Memcluster-App`` picks one when a key opens several, or names the app w
 default ``mem0``). ``add`` with ``infer`` true (the default) goes through session ingest and the app's
 extractor (verbatim when none is configured) and waits for the job; ``infer: false`` stores each
 message as given; ``expiration_date`` is taken with ``infer: false`` and on update (refused, 422, with
-``infer`` true). The data mapping is in :mod:`serve_apps.mem0_map`. Errors have the API's one shape
+``infer`` true). The data mapping is in :mod:`serve_apps.mem0.map`. Errors have the API's one shape
 ``{"error", "field", "message"}`` (the client shows that JSON as its exception's message).
 """
 
@@ -42,11 +42,11 @@ from memcore.fields import now_utc
 from memcore.model import Entry, UserKey
 from memcore.search_model import SearchHit
 from memcore.validation import make_key
-from serve_apps import mem0_map as M
 from serve_apps.deps import state as app_state
-from serve_apps.http_access import check_path_encoding
-from serve_apps.http_errors import response_for
-from serve_apps.mem0_models import Mem0AddRequest, Mem0ListRequest, Mem0SearchRequest, Mem0UpdateRequest
+from serve_apps.http.access import check_path_encoding
+from serve_apps.http.errors import response_for
+from serve_apps.mem0 import map as M
+from serve_apps.mem0.models import Mem0AddRequest, Mem0ListRequest, Mem0SearchRequest, Mem0UpdateRequest
 from serve_apps.protocol_auth import resolve_app
 
 PREFIX = "/mem0"
@@ -79,7 +79,7 @@ class Mem0Route(APIRoute):
 
 
 def _key(app: str, user: str) -> UserKey:
-    """The memcluster scope of a Mem0 user id (:func:`serve_apps.mem0_map.member`: 422 naming ``user_id``)."""
+    """The memcluster scope of a Mem0 user id (:func:`serve_apps.mem0.map.member`: 422 naming ``user_id``)."""
     return make_key(app, M.member(user))
 
 
@@ -161,7 +161,7 @@ async def _tag(request: Request, app: str, user: str, entry_id: str, meta: dict[
                since: datetime, *, other_scope_only: bool = False) -> dict[str, Any] | None:
     """Give an extracted entry the request's metadata, in the request's scope. An entry of that scope gets
     the metadata (same text: the id does not change); an entry of another scope (or none) is never moved:
-    the memory is written under the request's scope key instead (:func:`serve_apps.mem0_map.scope_key`; no
+    the memory is written under the request's scope key instead (:func:`serve_apps.mem0.map.scope_key`; no
     key without a scope), and the extracted entry is removed only when this job created it (``created_at``
     from ``since`` on).
     ``other_scope_only`` (a skipped duplicate): None when the entry already is in the request's scope."""

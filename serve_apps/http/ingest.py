@@ -28,7 +28,7 @@ from actors.extraction_queue import job_shard
 from memcore.errors import NotFoundError
 from memcore.validation import make_key
 from serve_apps.deps import App, User, errors, shards, state, to_json
-from serve_apps.http_models import IngestRequest, JobModel, RecallRequest, RecallResponse
+from serve_apps.http.models import IngestRequest, JobModel, RecallRequest, RecallResponse
 
 Session = Annotated[str, Path(description="Session id (the identifier rule: 1..128 characters, no control "
                                           "characters, nothing a URL would change such as '.', '..' or '/').")]

@@ -27,7 +27,7 @@ from memcore.errors import AuthenticationError, PermissionDeniedError, Validatio
 from memcore.ports import Embedder
 from memcore.settings import HttpSettings, Settings
 from serve_apps.deps import state
-from serve_apps.http_errors import response_for
+from serve_apps.http.errors import response_for
 
 ROUTE_T0 = "memcluster.t0"
 """Scope key: when the route wrapper started (auth, body, validation, handler), for ``Server-Timing``."""

@@ -19,7 +19,7 @@ Routes (user-scoped ones under ``/v1/apps/{app}/users/{user}``)::
     GET    /healthz  /readyz  /openapi.json  /docs        (open)
 
 An id in the path that a URL would change (``.``, ``..``, ``/``, empty, or their percent-encoded
-forms) is 422 naming the parameter (:mod:`serve_apps.http_paths`). Writes answer with
+forms) is 422 naming the parameter (:mod:`serve_apps.http.paths`). Writes answer with
 ``X-Memcluster-Seq``, the write's place in the user's FIFO. With ``settings.api_keys`` set, every
 ``/v1/apps/{app}/...`` route needs ``Authorization: Bearer <key of that app>``: a missing or unknown
 key is 401, a key of another app 403.
@@ -57,16 +57,16 @@ from serve_apps.deps import (
     state,
     to_json,
 )
-from serve_apps.http_access import ROUTE_T0, KeyRoute, ScopedRoute, attach, body_limit
-from serve_apps.http_backup import backup_routes
-from serve_apps.http_erasure import erasure_routes
-from serve_apps.http_errors import (
+from serve_apps.http.access import ROUTE_T0, KeyRoute, ScopedRoute, attach, body_limit
+from serve_apps.http.backup import backup_routes
+from serve_apps.http.erasure import erasure_routes
+from serve_apps.http.errors import (
     BodyLimitMiddleware,
     install_error_handlers,
     response_for,
 )
-from serve_apps.http_ingest import ingest_routes, job_routes
-from serve_apps.http_models import (
+from serve_apps.http.ingest import ingest_routes, job_routes
+from serve_apps.http.models import (
     DEFAULT_READ_LIMIT,
     MAX_READ_LIMIT,
     EntryList,
@@ -85,7 +85,7 @@ from serve_apps.http_models import (
     ToolList,
     parse_metadata_filter,
 )
-from serve_apps.http_paths import PathIdMiddleware
+from serve_apps.http.paths import PathIdMiddleware
 from serve_apps.observability import ObservabilityMiddleware
 
 __all__ = ["SEQ_HEADER", "TIMING_HEADER", "attach", "create_app"]

@@ -8,7 +8,7 @@ an MCP tool error (``isError``) whose text is ``{"error", "field", "message"}``,
 failure. Resource :data:`NEWEST_URI` lists the user's newest memories.
 
 Who the caller is (app, user) and how calls reach the service is a :class:`ToolBackend`: over the
-ingress's shard backend for Streamable HTTP (:mod:`serve_apps.mcp_http`), over memclient for stdio
+ingress's shard backend for Streamable HTTP (:mod:`serve_apps.mcp.http`), over memclient for stdio
 (:mod:`cluster.mcp_cli`).
 """
 
