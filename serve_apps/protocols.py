@@ -11,7 +11,7 @@ from serve_apps.mem0 import api as mem0_api
 
 
 def install_protocols(app: FastAPI) -> None:
-    app.include_router(mem0_api.mem0_router())
+    app.include_router(mem0_api.router)
     app.router.routes.append(Route(mcp_http.PATH, endpoint=mcp_http.McpEndpoint(),
                                    methods=["GET", "POST", "DELETE"], include_in_schema=False))
     tags = list(app.openapi_tags or [])

@@ -1,4 +1,4 @@
-"""Backup routes: export and import one app's memories as JSON Lines (registered by ``create_app``).
+"""Backup routes: export and import one app's memories as JSON Lines (module-level routers).
 
 ::
 
@@ -24,7 +24,7 @@ from collections import deque
 from collections.abc import AsyncIterator
 from typing import Any
 
-from fastapi import APIRouter, Request, Response
+from fastapi import Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, Field
 
@@ -32,6 +32,7 @@ from memcore.backup import encode_line, parse_jsonl
 from memcore.model import Entry
 from memcore.validation import make_key
 from serve_apps.deps import App, errors, shards, state
+from serve_apps.http.access import scoped_router
 
 JSONL = "application/x-ndjson"
 USERS_HEADER = "X-Memcluster-Users"
@@ -42,6 +43,9 @@ IMPORT_CONCURRENCY = 8
 RESTORE_CHUNK = 500
 """Entries per shard call of an import (bounds one message and one turn of the user's FIFO)."""
 _TAGS = ["backups"]
+
+router = scoped_router()
+"""Routes under ``/v1/apps/{app}`` (the key must open ``app``)."""
 
 
 class ImportResponse(BaseModel):
@@ -67,70 +71,68 @@ _IMPORT_DOC: dict[str, Any] = {
 }
 
 
-def backup_routes(router: APIRouter) -> None:
-    """Routes under ``/v1/apps/{app}`` (``ScopedRoute``: the key must open ``app``)."""
+@router.get("/v1/apps/{app}/export", response_class=StreamingResponse, responses=errors(),
+            openapi_extra=_EXPORT_DOC, summary="Export an app's memories", tags=list(_TAGS))
+async def export_app(request: Request, app: App) -> Response:
+    """Every memory of every user of the app, soft-deleted ones included, as JSON Lines ordered by
+    user then id: the input of the import route (a restore of it round-trips exactly)."""
+    make_key(app, "export")  # validates the app id (422 naming `app`)
+    _, settings = state(request)
+    client = shards(request)
+    per_shard = await asyncio.gather(*(client.export_users(k, app)
+                                       for k in range(settings.shards)))
+    users = sorted({u for shard_users in per_shard for u in shard_users})
 
-    @router.get("/v1/apps/{app}/export", response_class=StreamingResponse, responses=errors(),
-                openapi_extra=_EXPORT_DOC, summary="Export an app's memories", tags=list(_TAGS))
-    async def export_app(request: Request, app: App) -> Response:
-        """Every memory of every user of the app, soft-deleted ones included, as JSON Lines ordered by
-        user then id: the input of the import route (a restore of it round-trips exactly)."""
-        make_key(app, "export")  # validates the app id (422 naming `app`)
-        _, settings = state(request)
-        client = shards(request)
-        per_shard = await asyncio.gather(*(client.export_users(k, app)
-                                           for k in range(settings.shards)))
-        users = sorted({u for shard_users in per_shard for u in shard_users})
+    async def lines() -> AsyncIterator[bytes]:
+        todo = iter(users)
+        pending: deque[asyncio.Future[Any]] = deque()
 
-        async def lines() -> AsyncIterator[bytes]:
-            todo = iter(users)
-            pending: deque[asyncio.Future[Any]] = deque()
+        def fill() -> None:
+            while len(pending) < EXPORT_PREFETCH and (user := next(todo, None)) is not None:
+                pending.append(asyncio.ensure_future(client.export(make_key(app, user))))
 
-            def fill() -> None:
-                while len(pending) < EXPORT_PREFETCH and (user := next(todo, None)) is not None:
-                    pending.append(asyncio.ensure_future(client.export(make_key(app, user))))
-
-            try:
-                fill()
-                while pending:
-                    entries: list[Entry] = await pending.popleft()
-                    fill()
-                    if entries:
-                        yield "".join(encode_line(e) for e in entries).encode("ascii")
-            finally:
-                for task in pending:
-                    task.cancel()
-
-        return StreamingResponse(lines(), media_type=JSONL,
-                                 headers={USERS_HEADER: str(len(users)), "Cache-Control": "no-store"})
-
-    @router.post("/v1/apps/{app}/import", response_model=ImportResponse, responses=errors(),
-                 openapi_extra=_IMPORT_DOC, summary="Import an app's memories", tags=list(_TAGS))
-    async def import_app(request: Request, app: App) -> Response:
-        """Restore a JSONL export of this app: ids, timestamps and tombstones are kept, vectors recomputed.
-        Every line is validated before anything is written (422 names `lines.<n>.<field>`)."""
-        make_key(app, "import")
-        client = shards(request)
-        body = await request.body()
-        entries = await asyncio.to_thread(parse_jsonl, body, app)
-        by_user: dict[str, list[Entry]] = {}
-        for entry in entries:
-            by_user.setdefault(entry.user, []).append(entry)
-        gate = asyncio.Semaphore(IMPORT_CONCURRENCY)
-
-        async def restore(user: str, items: list[Entry]) -> None:
-            key = make_key(app, user)
-            async with gate:
-                for start in range(0, len(items), RESTORE_CHUNK):
-                    await client.restore(key, items[start : start + RESTORE_CHUNK])
-
-        tasks = [asyncio.ensure_future(restore(u, items)) for u, items in sorted(by_user.items())]
         try:
-            await asyncio.gather(*tasks)
-        except BaseException:
-            for task in tasks:
+            fill()
+            while pending:
+                entries: list[Entry] = await pending.popleft()
+                fill()
+                if entries:
+                    yield "".join(encode_line(e) for e in entries).encode("ascii")
+        finally:
+            for task in pending:
                 task.cancel()
-            raise
-        active = sum(1 for e in entries if e.active)
-        return JSONResponse({"app": app, "entries": len(entries), "users": len(by_user), "active": active,
-                             "deleted": len(entries) - active})
+
+    return StreamingResponse(lines(), media_type=JSONL,
+                             headers={USERS_HEADER: str(len(users)), "Cache-Control": "no-store"})
+
+
+@router.post("/v1/apps/{app}/import", response_model=ImportResponse, responses=errors(),
+             openapi_extra=_IMPORT_DOC, summary="Import an app's memories", tags=list(_TAGS))
+async def import_app(request: Request, app: App) -> Response:
+    """Restore a JSONL export of this app: ids, timestamps and tombstones are kept, vectors recomputed.
+    Every line is validated before anything is written (422 names `lines.<n>.<field>`)."""
+    make_key(app, "import")
+    client = shards(request)
+    body = await request.body()
+    entries = await asyncio.to_thread(parse_jsonl, body, app)
+    by_user: dict[str, list[Entry]] = {}
+    for entry in entries:
+        by_user.setdefault(entry.user, []).append(entry)
+    gate = asyncio.Semaphore(IMPORT_CONCURRENCY)
+
+    async def restore(user: str, items: list[Entry]) -> None:
+        key = make_key(app, user)
+        async with gate:
+            for start in range(0, len(items), RESTORE_CHUNK):
+                await client.restore(key, items[start : start + RESTORE_CHUNK])
+
+    tasks = [asyncio.ensure_future(restore(u, items)) for u, items in sorted(by_user.items())]
+    try:
+        await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        raise
+    active = sum(1 for e in entries if e.active)
+    return JSONResponse({"app": app, "entries": len(entries), "users": len(by_user), "active": active,
+                         "deleted": len(entries) - active})
