@@ -18,6 +18,7 @@ from typing import Any
 from cluster.backup import URL_HELP, api_key, base_url
 from memclient import AsyncMemoryClient
 from memcore.errors import MemoryServiceError, ValidationError
+from memcore.tools import RESOURCE_FIELDS, entry_json
 from memcore.validation import make_key
 
 
@@ -41,9 +42,7 @@ class MemclientToolBackend:
         return list(body.get("hits", []))
 
     async def newest(self, limit: int) -> list[dict[str, Any]]:
-        from serve_apps.mcp.server import entry_json
-
-        return [entry_json(e) for e in await self.client.read(self.app, self.user, limit)]
+        return [entry_json(e, RESOURCE_FIELDS) for e in await self.client.read(self.app, self.user, limit)]
 
 
 async def serve_stdio(url: str, key: str | None, app: str, user: str) -> None:

@@ -35,7 +35,7 @@ from memcore.tools import exposed_schemas
 from memcore.validation import make_key
 from serve_apps.deps import state as app_state
 from serve_apps.http.errors import response_for
-from serve_apps.mcp.server import ToolBackend, build_server, entry_json
+from serve_apps.mcp.server import ToolBackend, build_server, resource_json
 from serve_apps.protocol_auth import USER_HEADER, header_text, resolve_app
 
 PATH = "/mcp"
@@ -68,7 +68,7 @@ class ShardToolBackend:
         return [h.model_dump(mode="json") for h in hits]
 
     async def newest(self, limit: int) -> list[dict[str, Any]]:
-        return [entry_json(e) for e in await self._run("read", limit, None)]
+        return [resource_json(e) for e in await self._run("read", limit, None)]
 
 
 async def _resolve(ctx: ServerRequestContext[Any, Any]) -> ToolBackend:
