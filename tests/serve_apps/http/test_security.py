@@ -1,6 +1,6 @@
 """Hostile input against the live HTTP server (uvicorn + LocalShardBackend, three apps with keys).
 
-What is checked here and not in ``test_http_app.py``: every app-scoped route (read from the OpenAPI
+What is checked here and not in ``http/test_app.py``: every app-scoped route (read from the OpenAPI
 schema, so new routes are covered) refuses another app's key; other users' entry ids are 404 for
 hard deletes and the memory tools and leave the entry unchanged; a forged backup line cannot
 overwrite another app's entry; every JSON route answers 413 over the body limit and 4xx to JSON
