@@ -213,8 +213,7 @@ class ExtractionJobs(ShardPart):
         session = check_session(session)
         messages = parse_messages(events)
         skew = timedelta(seconds=self.settings.extractor.clock_skew_s)
-        switch = self.settings.policy(key.app).memory
-        if switch == "off":  # nothing is stored, not even the job
+        if not self.settings.policy(key.app).archives:  # nothing is stored, not even the job
             now = now_utc()
             return JobRecord(job_id=new_job_id(self.shard), status="skipped", app=key.app, user=key.user,
                              session=session, created_at=now, finished_at=now,
@@ -242,7 +241,7 @@ class ExtractionJobs(ShardPart):
         job = JobRecord(job_id=new_job_id(self.shard), status="queued", app=key.app, user=key.user,
                         session=session, created_at=now, cursor=cursor, counts=counts)
         reason: str | None = None
-        if self.settings.policy(key.app).memory == "archive_only":
+        if not self.settings.policy(key.app).extracts:  # archived (ingest checked), not extracted
             reason = f"memory is archive_only for app {key.app!r}: the turns are archived, not extracted"
         elif not todo:
             reason = "no new user/assistant text after the cursor"

@@ -42,7 +42,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     from actors.backend import LocalShardBackend
     from memcore.settings import Settings
     from memcore.stores.embedders import HashingEmbedder
-    from serve_apps.http_app import attach, create_app
+    from serve_apps.http.app import attach, create_app
 
     settings = Settings(data_dir=tmp_path_factory.mktemp("memclient"), shards=2,
                         api_keys={APP: KEY, OTHER_APP: OTHER_KEY})

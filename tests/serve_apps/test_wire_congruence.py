@@ -12,7 +12,7 @@ from actors.shard_client import ShardClient
 from memclient import AsyncMemoryClient, MemoryClient
 from memcore.records import JobRecord, RecallHit
 from memcore.search_model import SearchOptions
-from serve_apps.http_models import JobModel, RecallResponse, SearchRequest
+from serve_apps.http.models import JobModel, RecallResponse, SearchRequest
 
 
 def _fields(model: type) -> dict[str, object]:

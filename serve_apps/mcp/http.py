@@ -34,8 +34,8 @@ from memcore.settings import Settings
 from memcore.tools import exposed_schemas
 from memcore.validation import make_key
 from serve_apps.deps import state as app_state
-from serve_apps.http_errors import response_for
-from serve_apps.mcp_server import ToolBackend, build_server, entry_json
+from serve_apps.http.errors import response_for
+from serve_apps.mcp.server import ToolBackend, build_server, resource_json
 from serve_apps.protocol_auth import USER_HEADER, header_text, resolve_app
 
 PATH = "/mcp"
@@ -44,7 +44,7 @@ _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 class ShardToolBackend:
-    """:class:`serve_apps.mcp_server.ToolBackend` over the ingress's shard backend."""
+    """:class:`serve_apps.mcp.server.ToolBackend` over the ingress's shard backend."""
 
     def __init__(self, backend: ShardBackend, settings: Settings, key: UserKey) -> None:
         self.backend, self.settings, self.key = backend, settings, key
@@ -68,7 +68,7 @@ class ShardToolBackend:
         return [h.model_dump(mode="json") for h in hits]
 
     async def newest(self, limit: int) -> list[dict[str, Any]]:
-        return [entry_json(e) for e in await self._run("read", limit, None)]
+        return [resource_json(e) for e in await self._run("read", limit, None)]
 
 
 async def _resolve(ctx: ServerRequestContext[Any, Any]) -> ToolBackend:

@@ -1,4 +1,4 @@
-"""How Mem0's data model maps onto memcluster's (pure functions; the routes are :mod:`serve_apps.mem0_api`).
+"""How Mem0's data model maps onto memcluster's (pure functions; the routes are :mod:`serve_apps.mem0.api`).
 
 - The API key selects the memcluster app; Mem0's ``user_id`` is the memcluster user. An id with ``/``
   (or one holding ``~0`` / ``~1``) is written with ``~`` as ``~0`` and ``/`` as ``~1`` (RFC 6901's

@@ -22,8 +22,8 @@ from memcore.metadata import MetadataError, Scalar, check_filter
 from memcore.model import Entry, InjectionMode, Memory, MemoryPatch, PreloadStrategy
 from memcore.records import JobStatus, RecallHit
 from memcore.search_model import SearchOptions, TopicsMatch
-from memcore.settings import ToolMode
-from memcore.vocabulary import MAX_TOKENS_LIMIT
+from memcore.settings import MemorySwitch, ToolMode
+from memcore.vocabulary import MAX_RECALL_RESULTS, MAX_TOKENS_LIMIT
 
 MAX_READ_LIMIT = 1000
 DEFAULT_READ_LIMIT = 100
@@ -244,7 +244,7 @@ class ToolList(BaseModel):
 
     tools: list[dict[str, Any]]
     mode: ToolMode = Field(description="The app's tool mode (agentic or auto), set by the deployment.")
-    memory: Literal["on", "archive_only", "off"] = Field(description="The app's memory switch.")
+    memory: MemorySwitch = Field(description="The app's memory switch.")
 
 
 class ToolCallRequest(BaseModel):
@@ -349,7 +349,7 @@ class RecallRequest(BaseModel):
     query: str = Field(min_length=1, max_length=4096, description="Free text (BM25 over the turns' words).")
     session: SessionId | None = Field(default=None, description="The current session (the session id rule): "
                                                              "its turns are left out.")
-    max_results: int = Field(default=10, ge=1, le=100, description="How many turns to return.")
+    max_results: int = Field(default=10, ge=1, le=MAX_RECALL_RESULTS, description="How many turns to return.")
 
     @field_validator("query")
     @classmethod

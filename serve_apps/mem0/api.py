@@ -15,7 +15,7 @@ app (``X-Memcluster-App`` picks one when a key opens several, or names the app w
 default ``mem0``). ``add`` with ``infer`` true (the default) goes through session ingest and the app's
 extractor (verbatim when none is configured) and waits for the job; ``infer: false`` stores each
 message as given; ``expiration_date`` is taken with ``infer: false`` and on update (refused, 422, with
-``infer`` true). The data mapping is in :mod:`serve_apps.mem0_map`. Errors have the API's one shape
+``infer`` true). The data mapping is in :mod:`serve_apps.mem0.map`. Errors have the API's one shape
 ``{"error", "field", "message"}`` (the client shows that JSON as its exception's message).
 """
 
@@ -24,15 +24,11 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Callable, Coroutine
 from datetime import datetime, timedelta
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from fastapi.routing import APIRoute
-from starlette.exceptions import HTTPException
 
 from actors.backend import unwrap
 from actors.extraction_queue import job_shard
@@ -42,11 +38,10 @@ from memcore.fields import now_utc
 from memcore.model import Entry, UserKey
 from memcore.search_model import SearchHit
 from memcore.validation import make_key
-from serve_apps import mem0_map as M
 from serve_apps.deps import state as app_state
-from serve_apps.http_access import check_path_encoding
-from serve_apps.http_errors import response_for
-from serve_apps.mem0_models import Mem0AddRequest, Mem0ListRequest, Mem0SearchRequest, Mem0UpdateRequest
+from serve_apps.http.access import ScopedRoute, check_path_encoding
+from serve_apps.mem0 import map as M
+from serve_apps.mem0.models import Mem0AddRequest, Mem0ListRequest, Mem0SearchRequest, Mem0UpdateRequest
 from serve_apps.protocol_auth import resolve_app
 
 PREFIX = "/mem0"
@@ -59,27 +54,18 @@ UNSUPPORTED = (("webhooks", "webhooks"), ("exports", "memory exports"), ("profil
                ("summary", "summaries"), ("batch", "batch update/delete"), ("feedback", "feedback"))
 
 
-class Mem0Route(APIRoute):
-    """Resolves the app from the key before the body is read; every failure gets the API's error shape."""
+class Mem0Route(ScopedRoute):
+    """The shared route guard (:class:`serve_apps.http.access.ScopedRoute`) with Mem0's check: the app
+    comes from the key (``Authorization: Bearer`` or ``Token``, :func:`serve_apps.protocol_auth.resolve_app`),
+    not from the path."""
 
-    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
-        handler = super().get_route_handler()
-
-        async def guarded(request: Request) -> Response:
-            try:
-                request.state.mem0_app = resolve_app(request, ("bearer", "token"), DEFAULT_APP)
-                check_path_encoding(request)
-                return await handler(request)
-            except (HTTPException, RequestValidationError):
-                raise
-            except Exception as exc:  # noqa: BLE001 - every failure becomes the error shape
-                return response_for(exc)
-
-        return guarded
+    def check(self, request: Request) -> None:
+        request.state.mem0_app = resolve_app(request, ("bearer", "token"), DEFAULT_APP)
+        check_path_encoding(request)
 
 
 def _key(app: str, user: str) -> UserKey:
-    """The memcluster scope of a Mem0 user id (:func:`serve_apps.mem0_map.member`: 422 naming ``user_id``)."""
+    """The memcluster scope of a Mem0 user id (:func:`serve_apps.mem0.map.member`: 422 naming ``user_id``)."""
     return make_key(app, M.member(user))
 
 
@@ -161,7 +147,7 @@ async def _tag(request: Request, app: str, user: str, entry_id: str, meta: dict[
                since: datetime, *, other_scope_only: bool = False) -> dict[str, Any] | None:
     """Give an extracted entry the request's metadata, in the request's scope. An entry of that scope gets
     the metadata (same text: the id does not change); an entry of another scope (or none) is never moved:
-    the memory is written under the request's scope key instead (:func:`serve_apps.mem0_map.scope_key`; no
+    the memory is written under the request's scope key instead (:func:`serve_apps.mem0.map.scope_key`; no
     key without a scope), and the extracted entry is removed only when this job created it (``created_at``
     from ``since`` on).
     ``other_scope_only`` (a skipped duplicate): None when the entry already is in the request's scope."""
@@ -237,136 +223,145 @@ async def _entity_memories(request: Request, app: str, kind: str, name: str) -> 
 
 
 # ----------------------------------------------------------------- routes
-def mem0_router() -> APIRouter:
-    router = APIRouter(prefix=PREFIX, route_class=Mem0Route, tags=[TAG])
+router = APIRouter(prefix=PREFIX, route_class=Mem0Route, tags=[TAG])
 
-    @router.get("/v1/ping/", summary="Check the key (Mem0 ping)")
-    async def ping(request: Request) -> dict[str, Any]:
-        """Answers for a valid key; names the app it selects."""
-        app = request.state.mem0_app
-        return {"status": "ok", "message": "pong", "org_id": app, "project_id": app, "user_email": None}
 
-    @router.post("/v3/memories/add/", summary="Add memories (Mem0)")
-    async def add(request: Request, body: Mem0AddRequest) -> dict[str, Any]:
-        """``infer`` true: extract through session ingest; false: store each message as given."""
-        return await _add(request, body)
+@router.get("/v1/ping/", summary="Check the key (Mem0 ping)")
+async def ping(request: Request) -> dict[str, Any]:
+    """Answers for a valid key; names the app it selects."""
+    app = request.state.mem0_app
+    return {"status": "ok", "message": "pong", "org_id": app, "project_id": app, "user_email": None}
 
-    @router.post("/v3/memories/search/", summary="Search memories (Mem0)")
-    async def search(request: Request, body: Mem0SearchRequest) -> dict[str, Any]:
-        """Hybrid search of each user named by ``filters`` (equality, AND/OR), best first."""
-        return await _search(request, body)
 
-    @router.post("/v3/memories/", summary="List memories (Mem0, paged)")
-    async def list_memories(request: Request, body: Mem0ListRequest, page: int = 1, page_size: int = 100) -> Any:
-        """Memories matching ``filters``, newest first, ``page_size`` per page."""
-        if page < 1:
-            raise ValidationError("page must be at least 1", field="page")
-        if not 1 <= page_size <= MAX_LIST:
-            raise ValidationError(f"page_size must be 1..{MAX_LIST}", field="page_size")
-        entries = await _entries(request, request.state.mem0_app, body.filters)
-        start = (page - 1) * page_size
-        nxt = (str(request.url.include_query_params(page=page + 1, page_size=page_size))
-               if start + page_size < len(entries) else None)
-        prev = str(request.url.include_query_params(page=page - 1, page_size=page_size)) if page > 1 else None
-        return {"count": len(entries), "next": nxt, "previous": prev,
-                "results": [M.to_mem0(e) for e in entries[start : start + page_size]]}
+@router.post("/v3/memories/add/", summary="Add memories (Mem0)")
+async def add(request: Request, body: Mem0AddRequest) -> dict[str, Any]:
+    """``infer`` true: extract through session ingest; false: store each message as given."""
+    return await _add(request, body)
 
-    @router.get("/v1/memories/{memory_id}/", summary="Get a memory (Mem0)")
-    async def get(request: Request, memory_id: str) -> dict[str, Any]:
-        user, eid = M.split_id(memory_id)
-        return M.to_mem0(await _call(request, request.state.mem0_app, user, "get", eid))
 
-    @router.put("/v1/memories/{memory_id}/", summary="Update a memory (Mem0)")
-    async def update(request: Request, memory_id: str, body: Mem0UpdateRequest) -> dict[str, Any]:
-        """New text (the memcluster id rotates; the trail is kept for history), new metadata and/or a new
-        ``expiration_date`` (null: never expires)."""
-        app = request.state.mem0_app
-        user, eid = M.split_id(memory_id)
-        entry: Entry = await _call(request, app, user, "get", eid)
-        memory: dict[str, Any] = {}  # an update changes only what it names (the rest of the entry is kept)
-        user_meta = ({k: v for k, v in entry.metadata.items() if not k.startswith(M.PREFIX)}
-                     if body.metadata is None else M.user_metadata(body.metadata))
-        keep = {k: v for k, v in M.reserved(entry.metadata).items() if k != M.PREV}
-        prev = entry.metadata.get(M.PREV)
-        if body.text is not None and body.text.strip() != entry.text:
-            memory["text"], prev = body.text, entry.id
-            if (scope := M.scope_of(entry.metadata)) and entry.item_key is not None:  # the new text's scope key
-                memory["key"] = M.entry_scope_key(entry, scope, body.text.strip())
-        memory["metadata"] = {**user_meta, **keep, **({M.PREV: prev} if isinstance(prev, str) else {})}
-        if M.EXPIRATION in body.model_fields_set:
-            at = M.expiry_of(body.expiration_date, now_utc())
-            memory["expires_at"] = at.isoformat() if at is not None else None
-        return M.to_mem0(await _call(request, app, user, "update", eid, memory))
+@router.post("/v3/memories/search/", summary="Search memories (Mem0)")
+async def search(request: Request, body: Mem0SearchRequest) -> dict[str, Any]:
+    """Hybrid search of each user named by ``filters`` (equality, AND/OR), best first."""
+    return await _search(request, body)
 
-    @router.delete("/v1/memories/{memory_id}/", summary="Delete a memory (Mem0)")
-    async def delete(request: Request, memory_id: str) -> dict[str, Any]:
-        user, eid = M.split_id(memory_id)
-        await _call(request, request.state.mem0_app, user, "delete", eid, None)
-        return {"message": "Memory deleted successfully!"}
 
-    @router.delete("/v1/memories/", summary="Delete all memories of an entity (Mem0)")
-    async def delete_all(request: Request, user_id: str | None = None, agent_id: str | None = None,
-                         run_id: str | None = None, app_id: str | None = None) -> dict[str, Any]:
-        """The memories matching every id given; at least one is required."""
-        app = request.state.mem0_app
-        given = {k: v for k, v in {"agent_id": agent_id, "run_id": run_id, "app_id": app_id}.items() if v}
-        if user_id and not given:
-            await _call(request, app, user_id, "clear", None)
-            return {"message": "Memories deleted successfully!"}
-        if not user_id and not given:
-            raise ValidationError("name a user_id, agent_id, run_id or app_id", field="user_id")
-        users = [user_id] if user_id else await _users(request, app)
-        flt = {M.ENTITY_KEYS[k]: v for k, v in given.items()}
-        for user in users:
-            for e in await _call(request, app, user, "read", None, flt):
-                await _call(request, app, user, "delete", e.id, None)
+@router.post("/v3/memories/", summary="List memories (Mem0, paged)")
+async def list_memories(request: Request, body: Mem0ListRequest, page: int = 1, page_size: int = 100) -> Any:
+    """Memories matching ``filters``, newest first, ``page_size`` per page."""
+    if page < 1:
+        raise ValidationError("page must be at least 1", field="page")
+    if not 1 <= page_size <= MAX_LIST:
+        raise ValidationError(f"page_size must be 1..{MAX_LIST}", field="page_size")
+    entries = await _entries(request, request.state.mem0_app, body.filters)
+    start = (page - 1) * page_size
+    nxt = (str(request.url.include_query_params(page=page + 1, page_size=page_size))
+           if start + page_size < len(entries) else None)
+    prev = str(request.url.include_query_params(page=page - 1, page_size=page_size)) if page > 1 else None
+    return {"count": len(entries), "next": nxt, "previous": prev,
+            "results": [M.to_mem0(e) for e in entries[start : start + page_size]]}
+
+
+@router.get("/v1/memories/{memory_id}/", summary="Get a memory (Mem0)")
+async def get(request: Request, memory_id: str) -> dict[str, Any]:
+    user, eid = M.split_id(memory_id)
+    return M.to_mem0(await _call(request, request.state.mem0_app, user, "get", eid))
+
+
+@router.put("/v1/memories/{memory_id}/", summary="Update a memory (Mem0)")
+async def update(request: Request, memory_id: str, body: Mem0UpdateRequest) -> dict[str, Any]:
+    """New text (the memcluster id rotates; the trail is kept for history), new metadata and/or a new
+    ``expiration_date`` (null: never expires)."""
+    app = request.state.mem0_app
+    user, eid = M.split_id(memory_id)
+    entry: Entry = await _call(request, app, user, "get", eid)
+    memory: dict[str, Any] = {}  # an update changes only what it names (the rest of the entry is kept)
+    user_meta = ({k: v for k, v in entry.metadata.items() if not k.startswith(M.PREFIX)}
+                 if body.metadata is None else M.user_metadata(body.metadata))
+    keep = {k: v for k, v in M.reserved(entry.metadata).items() if k != M.PREV}
+    prev = entry.metadata.get(M.PREV)
+    if body.text is not None and body.text.strip() != entry.text:
+        memory["text"], prev = body.text, entry.id
+        if (scope := M.scope_of(entry.metadata)) and entry.item_key is not None:  # the new text's scope key
+            memory["key"] = M.entry_scope_key(entry, scope, body.text.strip())
+    memory["metadata"] = {**user_meta, **keep, **({M.PREV: prev} if isinstance(prev, str) else {})}
+    if M.EXPIRATION in body.model_fields_set:
+        at = M.expiry_of(body.expiration_date, now_utc())
+        memory["expires_at"] = at.isoformat() if at is not None else None
+    return M.to_mem0(await _call(request, app, user, "update", eid, memory))
+
+
+@router.delete("/v1/memories/{memory_id}/", summary="Delete a memory (Mem0)")
+async def delete(request: Request, memory_id: str) -> dict[str, Any]:
+    user, eid = M.split_id(memory_id)
+    await _call(request, request.state.mem0_app, user, "delete", eid, None)
+    return {"message": "Memory deleted successfully!"}
+
+
+@router.delete("/v1/memories/", summary="Delete all memories of an entity (Mem0)")
+async def delete_all(request: Request, user_id: str | None = None, agent_id: str | None = None,
+                     run_id: str | None = None, app_id: str | None = None) -> dict[str, Any]:
+    """The memories matching every id given; at least one is required."""
+    app = request.state.mem0_app
+    given = {k: v for k, v in {"agent_id": agent_id, "run_id": run_id, "app_id": app_id}.items() if v}
+    if user_id and not given:
+        await _call(request, app, user_id, "clear", None)
         return {"message": "Memories deleted successfully!"}
+    if not user_id and not given:
+        raise ValidationError("name a user_id, agent_id, run_id or app_id", field="user_id")
+    users = [user_id] if user_id else await _users(request, app)
+    flt = {M.ENTITY_KEYS[k]: v for k, v in given.items()}
+    for user in users:
+        for e in await _call(request, app, user, "read", None, flt):
+            await _call(request, app, user, "delete", e.id, None)
+    return {"message": "Memories deleted successfully!"}
 
-    @router.get("/v1/memories/{memory_id}/history/", summary="History of a memory (Mem0)")
-    async def history(request: Request, memory_id: str) -> list[dict[str, Any]]:
-        """ADD, UPDATE (one per text change, following the id rotation) and DELETE events, oldest first."""
-        user, eid = M.split_id(memory_id)
-        entries = await _call(request, request.state.mem0_app, user, "export")
-        return M.history(entries, eid)
 
-    @router.get("/v1/entities/", summary="Users, agents and runs with memories (Mem0)")
-    async def entities(request: Request) -> dict[str, Any]:
-        app = request.state.mem0_app
-        found: dict[tuple[str, str], list[Entry]] = {}
-        for user in await _users(request, app):
-            for e in await _call(request, app, user, "read", None, None):
-                found.setdefault(("user", user), []).append(e)
-                for kind, name in (("agent", e.metadata.get(M.AGENT)), ("run", e.metadata.get(M.RUN))):
-                    if isinstance(name, str):
-                        found.setdefault((kind, name), []).append(e)
-        results = [{"id": name, "name": name, "type": kind, "total_memories": len(es), "owner": None,
-                    "organization": None, "metadata": None,
-                    "created_at": min(e.created_at for e in es).isoformat(),
-                    "updated_at": max(e.updated_at for e in es).isoformat()}
-                   for (kind, name), es in sorted(found.items())]
-        return {"count": len(results), "next": None, "previous": None, "results": results}
+@router.get("/v1/memories/{memory_id}/history/", summary="History of a memory (Mem0)")
+async def history(request: Request, memory_id: str) -> list[dict[str, Any]]:
+    """ADD, UPDATE (one per text change, following the id rotation) and DELETE events, oldest first."""
+    user, eid = M.split_id(memory_id)
+    entries = await _call(request, request.state.mem0_app, user, "export")
+    return M.history(entries, eid)
 
-    @router.delete("/v2/entities/{entity_type}/{name:path}/", summary="Delete an entity's memories (Mem0)")
-    async def delete_entity(request: Request, entity_type: str, name: str) -> dict[str, Any]:
-        """``name`` may hold ``/`` (mem0ai encodes it as ``%2F``): trpc-agent-py's ``app_name/user_id``."""
-        app = request.state.mem0_app
-        if entity_type not in M.ENTITY_TYPES:
-            raise ValidationError(f"entity type must be one of {sorted(M.ENTITY_TYPES)}", field="entity_type")
-        M.entity_value(name, "name")
-        if entity_type == "user":
-            await _call(request, app, name, "clear", None)
-        else:
-            for e in await _entity_memories(request, app, entity_type, name):
-                await _call(request, app, M.mem0_user(e.user), "delete", e.id, None)
-        return {"message": "Entity deleted successfully."}
 
-    @router.api_route("/{rest:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE"], include_in_schema=False,
-                      summary="Unsupported Mem0 features (501)")
-    async def unsupported(request: Request, rest: str) -> Response:
-        """Webhooks, exports, profiles, projects, summaries, batch and feedback are not implemented."""
-        parts = rest.lower().split("/")
-        feature = next((name for word, name in UNSUPPORTED if word in parts), f"/{rest}")
-        return JSONResponse({"error": "NotImplemented", "field": "path",
-                             "message": f"memcluster's Mem0 API does not support {feature}"}, status_code=501)
+@router.get("/v1/entities/", summary="Users, agents and runs with memories (Mem0)")
+async def entities(request: Request) -> dict[str, Any]:
+    app = request.state.mem0_app
+    found: dict[tuple[str, str], list[Entry]] = {}
+    for user in await _users(request, app):
+        for e in await _call(request, app, user, "read", None, None):
+            found.setdefault(("user", user), []).append(e)
+            for kind, name in (("agent", e.metadata.get(M.AGENT)), ("run", e.metadata.get(M.RUN))):
+                if isinstance(name, str):
+                    found.setdefault((kind, name), []).append(e)
+    results = [{"id": name, "name": name, "type": kind, "total_memories": len(es), "owner": None,
+                "organization": None, "metadata": None,
+                "created_at": min(e.created_at for e in es).isoformat(),
+                "updated_at": max(e.updated_at for e in es).isoformat()}
+               for (kind, name), es in sorted(found.items())]
+    return {"count": len(results), "next": None, "previous": None, "results": results}
 
-    return router
+
+@router.delete("/v2/entities/{entity_type}/{name:path}/", summary="Delete an entity's memories (Mem0)")
+async def delete_entity(request: Request, entity_type: str, name: str) -> dict[str, Any]:
+    """``name`` may hold ``/`` (mem0ai encodes it as ``%2F``): trpc-agent-py's ``app_name/user_id``."""
+    app = request.state.mem0_app
+    if entity_type not in M.ENTITY_TYPES:
+        raise ValidationError(f"entity type must be one of {sorted(M.ENTITY_TYPES)}", field="entity_type")
+    M.entity_value(name, "name")
+    if entity_type == "user":
+        await _call(request, app, name, "clear", None)
+    else:
+        for e in await _entity_memories(request, app, entity_type, name):
+            await _call(request, app, M.mem0_user(e.user), "delete", e.id, None)
+    return {"message": "Entity deleted successfully."}
+
+
+@router.api_route("/{rest:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE"], include_in_schema=False,
+                  summary="Unsupported Mem0 features (501)")
+async def unsupported(request: Request, rest: str) -> Response:
+    """Webhooks, exports, profiles, projects, summaries, batch and feedback are not implemented."""
+    parts = rest.lower().split("/")
+    feature = next((name for word, name in UNSUPPORTED if word in parts), f"/{rest}")
+    return JSONResponse({"error": "NotImplemented", "field": "path",
+                         "message": f"memcluster's Mem0 API does not support {feature}"}, status_code=501)
