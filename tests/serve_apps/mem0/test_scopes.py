@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from memclient import MemoryClient as Memclient
-from serve_apps.mem0_map import AGENT, member, scope_key
+from serve_apps.mem0.map import AGENT, member, scope_key
 from testkit.scripted_llm import Reply, ScriptedLLM, tool_call
 from tests.serve_apps.conftest import Served, serve_local
 

@@ -1,4 +1,4 @@
-"""Mem0 user ids as memcluster users (``serve_apps.mem0_map.member`` / ``mem0_user``): only ids that need it
+"""Mem0 user ids as memcluster users (``serve_apps.mem0.map.member`` / ``mem0_user``): only ids that need it
 are escaped (an id with ``/``, or holding ``~0`` / ``~1``), so ids stored before escaping existed keep their
 user; the mapping round-trips and no two Mem0 ids share a memcluster user (hypothesis)."""
 
@@ -9,7 +9,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from memcore.errors import ValidationError
-from serve_apps.mem0_map import escaped, mem0_user, member
+from serve_apps.mem0.map import escaped, mem0_user, member
 
 # ids made mostly of the characters the escapes are about, and any text besides
 _TRICKY = st.text(alphabet=st.sampled_from(["~", "/", "0", "1", "2", "a", "é"]), min_size=1, max_size=24)
