@@ -36,6 +36,7 @@ idempotent).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import queue
 import threading
@@ -58,7 +59,7 @@ from memcore.extraction.wrapper import ExtractorWrapper
 from memcore.fields import now_utc
 from memcore.model import Entry, Operation, UserKey
 from memcore.ports import Extractor
-from memcore.records import JobRecord
+from memcore.records import JobRecord, wait_job
 from memcore.service import MemoryService
 from memcore.validation import check_session, store_errors
 from memcore.vocabulary import enabled_operations
@@ -342,13 +343,13 @@ class ExtractionJobs(ShardPart):
         return self.archive.jobs.get(job_id)
 
     def wait(self, job_id: str, timeout: float = 30.0) -> JobRecord:
-        """Poll until the job is finished (tests, benchmarks); returns its last state."""
-        deadline = time.monotonic() + timeout
-        job = self.archive.jobs.get(job_id)
-        while not job.finished and time.monotonic() < deadline:
-            time.sleep(0.005)
-            job = self.archive.jobs.get(job_id)
-        return job
+        """Wait until the job is finished (tests, benchmarks; :func:`memcore.records.wait_job`, from a thread
+        without an event loop); returns its last state."""
+
+        async def fetch(job_id: str) -> JobRecord:
+            return self.archive.jobs.get(job_id)
+
+        return asyncio.run(wait_job(self.archive.jobs.get(job_id), fetch, timeout, poll_s=0.005))
 
 
 def report_errors(report: ExtractionReport) -> list[str]:

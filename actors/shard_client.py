@@ -11,10 +11,12 @@ from __future__ import annotations
 from typing import Any, TypeVar
 
 from actors.backend import ShardBackend, unwrap
+from actors.extraction_queue import job_shard
+from memcore import records
 from memcore.model import Entry, InjectionMode, PreloadResult, UserKey
 from memcore.ports import Vectors
 from memcore.records import JobRecord, RecallHit
-from memcore.search_model import TopicsMatch
+from memcore.search_model import SearchHit, SearchOptions, TopicsMatch
 from memcore.settings import ToolMode
 
 T = TypeVar("T")
@@ -22,7 +24,8 @@ Written = tuple[T, int | None]
 
 
 class ShardClient:
-    """The shard calls of the HTTP ingress, one typed method each."""
+    """The shard calls of the HTTP ingress, the Mem0 API and MCP, one typed method each (and
+    :meth:`wait_job`, which polls :meth:`job`)."""
 
     def __init__(self, backend: ShardBackend) -> None:
         self.backend = backend
@@ -33,6 +36,10 @@ class ShardClient:
     # ---------------------------------------------------------------- writes
     async def add(self, key: UserKey, memory: dict[str, Any]) -> Written[Entry]:
         return await self._write(key, "add", memory)
+
+    async def add_many(self, key: UserKey, memories: list[dict[str, Any]],
+                       vectors: Vectors | None = None) -> Written[list[Entry]]:
+        return await self._write(key, "add_many", memories, vectors)
 
     async def update(self, key: UserKey, entry_id: str, memory: dict[str, Any]) -> Written[Entry]:
         return await self._write(key, "update", entry_id, memory)
@@ -73,6 +80,10 @@ class ShardClient:
                    metadata_filter: dict[str, Any] | None = None) -> list[Entry]:
         return await self.backend.call(key, "read", limit, metadata_filter)
 
+    async def search(self, key: UserKey, options: SearchOptions | dict[str, Any],
+                     query_vector: Vectors | None = None) -> list[SearchHit]:
+        return await self.backend.call(key, "search", options, query_vector)
+
     async def search_json(self, key: UserKey, options: dict[str, Any], query_vector: Vectors | None = None) -> bytes:
         args = (options,) if query_vector is None else (options, query_vector)
         return await self.backend.call(key, "search_json", *args)
@@ -95,6 +106,14 @@ class ShardClient:
 
     async def job(self, shard: int, job_id: str) -> JobRecord:
         return await self.backend.call_shard(shard, "job", job_id)
+
+    async def wait_job(self, job: JobRecord, timeout_s: float) -> JobRecord:
+        """Poll the job's shard until ``job`` is finished or ``timeout_s`` passed (:func:`memcore.records.wait_job`);
+        a job id that names no shard is returned as it is."""
+        shard = job_shard(job.job_id)
+        if shard is None:
+            return job
+        return await records.wait_job(job, lambda job_id: self.job(shard, job_id), timeout_s)
 
     async def status(self) -> list[dict[str, Any]]:
         return await self.backend.status()
