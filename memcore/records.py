@@ -18,6 +18,10 @@ JobStatus = Literal["queued", "running", "done", "failed", "skipped"]
 UNFINISHED: tuple[JobStatus, ...] = ("queued", "running")
 """Statuses of a job that has still to run (or to finish running)."""
 FINISHED: tuple[JobStatus, ...] = ("done", "failed", "skipped")
+JobReason = Literal["memory_off", "archive_only", "nothing_new", "external_context", "checker", "timeout",
+                    "extractor_error", "other"]
+"""Why a job was skipped or failed, as a code (set where the reason is produced; :attr:`JobRecord.reason` keeps
+the English message for people). Metrics label jobs by it (never by the text)."""
 JOB_POLL_S = 0.05
 """How often :func:`wait_job` asks for a job's state."""
 
@@ -104,7 +108,9 @@ class JobRecord(BaseModel):
     """The delta bound fixed at ingest: the job extracts the session's unextracted turns that arrived
     up to this arrival number."""
     reason: str | None = None
-    """Why it was skipped or failed."""
+    """Why it was skipped or failed (for people; :attr:`reason_code` says it as a code)."""
+    reason_code: JobReason | None = None
+    """:attr:`reason` as a :data:`JobReason` code (None when there is no reason)."""
     operations: list[dict[str, Any]] = Field(default_factory=list)
     """Per-operation results (index, type, status applied|skipped|failed, action, ids, reason, error)."""
     errors: list[str] = Field(default_factory=list)
