@@ -141,7 +141,7 @@ def job_event(job: Any, shard: int, duration_s: float | None = None) -> None:
     for op in job.results if job.status == "done" else ():
         if op.status == "applied" and op.action in tracing.WRITE_SPANS:
             telemetry.count("memcluster_writes_total", 1.0, op=str(op.action), source="extraction", **labels)
-    if job.status != "running" and job.status != "queued":
+    if job.finished:
         telemetry.log_event("job", job_id=job.job_id, app=job.app, shard=shard, status=job.status,
                             reason=telemetry.reason_label(job.reason_code), counts=dict(job.counts),
                             duration_ms=None if duration_s is None else round(duration_s * 1e3, 2),
