@@ -137,7 +137,8 @@ class Pending(Generic[T]):
 
 class SyncShardClient:
     """The shard calls of the Ray Data jobs, blocking, one typed method each (by shard number, or by the
-    user's shard for :meth:`backfill`)."""
+    user's shard for :meth:`backfill`). :meth:`backfill` answers ``(value, FIFO sequence)`` through its
+    :class:`Pending`; the generation steps answer their value (they are not a user's writes)."""
 
     def __init__(self, backend: SyncShardBackend) -> None:
         self.backend = backend
