@@ -17,8 +17,6 @@ when the client disconnects: it belongs to the shard from the moment it is recor
 
 from __future__ import annotations
 
-import asyncio
-import time
 from typing import Annotated
 
 from fastapi import Path, Query, Request, Response
@@ -26,6 +24,7 @@ from fastapi.responses import JSONResponse
 
 from actors.extraction_queue import job_shard
 from memcore.errors import NotFoundError
+from memcore.records import UNFINISHED
 from memcore.validation import make_key
 from serve_apps.deps import App, User, errors, shards, state, to_json
 from serve_apps.http.access import USER_PREFIX, key_router, scoped_router
@@ -37,7 +36,6 @@ JobId = Annotated[str, Path(description="A job id as returned by the ingest rout
 MAX_WAIT_S = 60.0
 Wait = Annotated[float, Query(ge=0, le=MAX_WAIT_S, description="Seconds to wait for the job to finish before "
                                                                "answering (0: answer at once with the queued job).")]
-POLL_S = 0.05
 _TAGS = ["auto memory"]
 
 router = scoped_router(USER_PREFIX)
@@ -66,13 +64,11 @@ async def ingest_events(request: Request, app: App, user: User, session: Session
     queued job; 200 when the job was skipped, (queue full) already ran, or finished within ``wait``."""
     key = make_key(app, user)
     events = [e.model_dump(mode="json", exclude_none=True) for e in body.events]
-    job = await shards(request).ingest(key, session, events)
-    if wait > 0 and job.status in ("queued", "running"):
-        shard, deadline = job_shard(job.job_id), time.monotonic() + wait
-        while job.status in ("queued", "running") and time.monotonic() < deadline and shard is not None:
-            await asyncio.sleep(POLL_S)
-            job = await shards(request).job(shard, job.job_id)
-    status = 202 if job.status in ("queued", "running") else 200
+    client = shards(request)
+    job = await client.ingest(key, session, events)
+    if wait > 0:
+        job = await client.wait_job(job, wait)
+    status = 202 if job.status in UNFINISHED else 200
     location = f"{request.scope.get('root_path', '')}/v1/jobs/{job.job_id}"
     return JSONResponse(to_json(job), status_code=status, headers={"Location": location})
 

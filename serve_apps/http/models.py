@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from fastapi import Query
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -20,7 +20,7 @@ from memcore.extraction.events import MessageBatch
 from memcore.fields import SessionId, check_topics, encodable
 from memcore.metadata import MetadataError, Scalar, check_filter
 from memcore.model import Entry, InjectionMode, Memory, MemoryPatch, PreloadStrategy
-from memcore.records import JobStatus, RecallHit
+from memcore.records import JobReason, JobStatus, RecallHit
 from memcore.search_model import SearchOptions, TopicsMatch
 from memcore.settings import MemorySwitch, ToolMode
 from memcore.vocabulary import MAX_RECALL_RESULTS, MAX_TOKENS_LIMIT
@@ -328,6 +328,8 @@ class JobModel(BaseModel):
     upto_seq: int | None = Field(default=None, description="The delta bound: the job extracts the session's "
                                                            "unextracted turns that arrived up to this number.")
     reason: str | None = Field(default=None, description="Why the job was skipped or failed.")
+    reason_code: JobReason | None = Field(
+        default=None, description=f"The reason as a code: {', '.join(get_args(JobReason))}.")
     operations: list[dict[str, Any]] = Field(
         description="One result per proposed operation: index, type, status (applied | skipped | failed), "
                     "action, memory_id, effective_id, reason, error.")

@@ -21,8 +21,6 @@ message as given; ``expiration_date`` is taken with ``infer: false`` and on upda
 
 from __future__ import annotations
 
-import asyncio
-import time
 import uuid
 from datetime import datetime, timedelta
 from typing import Any
@@ -30,14 +28,12 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
-from actors.backend import unwrap
-from actors.extraction_queue import job_shard
 from memcore import tracing
 from memcore.errors import NotFoundError, ValidationError
 from memcore.fields import now_utc
 from memcore.model import Entry, UserKey
-from memcore.search_model import SearchHit
 from memcore.validation import make_key
+from serve_apps.deps import shards
 from serve_apps.deps import state as app_state
 from serve_apps.http.access import ScopedRoute, check_path_encoding
 from serve_apps.mem0 import map as M
@@ -69,13 +65,6 @@ def _key(app: str, user: str) -> UserKey:
     return make_key(app, M.member(user))
 
 
-async def _call(request: Request, app: str, user: str, method: str, *args: Any) -> Any:
-    """Call the shard of the Mem0 user ``user`` (every ``user`` here is a Mem0 user id)."""
-    backend, _ = app_state(request)
-    value, _ = unwrap(await backend.call(_key(app, user), method, *args))
-    return value
-
-
 # ----------------------------------------------------------------- handlers
 async def _add(request: Request, body: Mem0AddRequest) -> dict[str, Any]:
     app = request.state.mem0_app
@@ -98,7 +87,7 @@ async def _add(request: Request, body: Mem0AddRequest) -> dict[str, Any]:
                     for m in messages if m["role"] != "system" and m["content"].strip()]
         if not memories:
             return {"results": []}
-        entries: list[Entry] = await _call(request, app, user, "add_many", memories)
+        entries, _ = await shards(request).add_many(_key(app, user), memories)
         unique = {e.id: e for e in entries}
         return {"results": [{"id": M.mem0_id(user, e.id), "memory": e.text, "event": "ADD"} for e in unique.values()]}
     return {"results": await _infer(request, app, user, entities.get("run_id"), messages, meta)}
@@ -108,36 +97,30 @@ async def _infer(request: Request, app: str, user: str, run: Any, messages: list
                  meta: dict[str, Any]) -> list[dict[str, Any]]:
     """Ingest the messages as a session (``run_id``, else ``mem0``), wait for the extraction job, then
     give the entries it wrote the request's metadata and scope (:func:`_tag`)."""
-    backend, _ = app_state(request)
+    client = shards(request)
     key = _key(app, user)
     base, tag = now_utc(), uuid.uuid4().hex[:12]
     events = [{"id": f"mem0-{tag}-{i}", "role": m["role"], "content": m["content"],
                "timestamp": (base + timedelta(milliseconds=i)).isoformat()}
               for i, m in enumerate(messages) if m["role"] != "system"]
     session = M.member(run, "run_id") if isinstance(run, str) else M.DEFAULT_SESSION
-    job, _ = unwrap(await backend.call(key, "ingest", session, events))
-    shard = job_shard(job.job_id)
-    assert shard is not None  # the shard made the id
-    deadline = time.monotonic() + INFER_TIMEOUT_S
-    while not job.finished and time.monotonic() < deadline:
-        await asyncio.sleep(0.05)
-        job = await backend.call_shard(shard, "job", job.job_id)
+    job = await client.wait_job(await client.ingest(key, session, events), INFER_TIMEOUT_S)
     if not job.finished:
         return [{"id": None, "memory": None, "event": "PENDING", "job_id": job.job_id}]
     out: list[dict[str, Any]] = []
-    for op in job.operations:
-        action = str(op.get("action") or op.get("type"))
-        eid = op.get("effective_id") or op.get("memory_id")
-        if op.get("status") == "skipped" and op.get("type") == "add" and eid:
+    for op in job.results:
+        action = op.action or op.type
+        eid = op.effective_id or op.memory_id
+        if op.status == "skipped" and op.type == "add" and eid:
             # a duplicate of an existing memory: a new memory when that one belongs to another scope
-            tagged = await _tag(request, app, user, str(eid), meta, "ADD", base, other_scope_only=True)
+            tagged = await _tag(request, app, user, eid, meta, "ADD", base, other_scope_only=True)
             out += [tagged] if tagged else []
-        elif op.get("status") != "applied":
+        elif op.status != "applied":
             continue
-        elif action == "delete" and op.get("memory_id"):
-            out.append({"id": M.mem0_id(user, str(op["memory_id"])), "memory": None, "event": "DELETE"})
+        elif action == "delete" and op.memory_id:
+            out.append({"id": M.mem0_id(user, op.memory_id), "memory": None, "event": "DELETE"})
         elif action in ("add", "update") and eid:
-            tagged = await _tag(request, app, user, str(eid), meta, "ADD" if action == "add" else "UPDATE",
+            tagged = await _tag(request, app, user, eid, meta, "ADD" if action == "add" else "UPDATE",
                                 base)
             out += [tagged] if tagged else []
     return out
@@ -152,7 +135,7 @@ async def _tag(request: Request, app: str, user: str, entry_id: str, meta: dict[
     from ``since`` on).
     ``other_scope_only`` (a skipped duplicate): None when the entry already is in the request's scope."""
     try:
-        entry: Entry = await _call(request, app, user, "get", entry_id)
+        entry = await shards(request).get(_key(app, user), entry_id)
     except NotFoundError:
         return {"id": M.mem0_id(user, entry_id), "memory": None, "event": event}
     scope = M.scope_of(meta)
@@ -165,14 +148,15 @@ async def _tag(request: Request, app: str, user: str, entry_id: str, meta: dict[
                 "event_time": entry.event_time.isoformat() if entry.event_time else None,
                 "participants": entry.participants, "location": entry.location, "source": entry.source.value,
                 "provenance": entry.provenance, "metadata": {**own, **meta}, "key": M.entry_scope_key(entry, scope)}
-        scoped: Entry = await _call(request, app, user, "add", copy)
+        scoped, _ = await shards(request).add(_key(app, user), copy)
         if entry.item_key is None and entry.created_at >= since:
-            await _call(request, app, user, "delete", entry.id, True)
+            await shards(request).delete(_key(app, user), entry.id, True)
         return {"id": M.mem0_id(user, scoped.id), "memory": scoped.text, "event": event}
     if other_scope_only:
         return None
     if meta and entry.metadata != {**entry.metadata, **meta}:
-        entry = await _call(request, app, user, "update", entry_id, {"metadata": {**entry.metadata, **meta}})
+        entry, _ = await shards(request).update(_key(app, user), entry_id,
+                                                {"metadata": {**entry.metadata, **meta}})
     return {"id": M.mem0_id(user, entry.id), "memory": entry.text, "event": event}
 
 
@@ -186,7 +170,7 @@ async def _search(request: Request, body: Mem0SearchRequest) -> dict[str, Any]:
             if body.threshold is not None:
                 options["similarity_threshold"] = body.threshold
             with tracing.span("memcluster.shard_call", memcluster__app=app):
-                hits: list[SearchHit] = await _call(request, app, user, "search", options)
+                hits = await shards(request).search(_key(app, user), options)
             for h in hits:
                 item = M.to_mem0(h.entry, h.score)
                 if item["id"] not in best or best[item["id"]]["score"] < h.score:
@@ -198,27 +182,27 @@ async def _search(request: Request, body: Mem0SearchRequest) -> dict[str, Any]:
 async def _entries(request: Request, app: str, filters: Any) -> list[Entry]:
     found: dict[tuple[str, str], Entry] = {}
     for user, flt in M.scoped(M.conjunctions(filters)):
-        for e in await _call(request, app, user, "read", None, flt or None):
+        for e in await shards(request).read(_key(app, user), None, flt or None):
             found[(e.user, e.id)] = e
     return sorted(found.values(), key=lambda e: (e.updated_at, e.id), reverse=True)
 
 
 async def _users(request: Request, app: str) -> list[str]:
     """The Mem0 user ids of the app's users."""
-    backend, settings = app_state(request)
+    _, settings = app_state(request)
     users: set[str] = set()
     for shard in range(settings.shards):
-        users.update(await backend.call_shard(shard, "export_users", app))
+        users.update(await shards(request).export_users(shard, app))
     return sorted(M.mem0_user(u) for u in users)
 
 
 async def _entity_memories(request: Request, app: str, kind: str, name: str) -> list[Entry]:
     if kind == "user":
-        return list(await _call(request, app, name, "read", None, None))
+        return await shards(request).read(_key(app, name))
     key = M.ENTITY_KEYS[M.ENTITY_TYPES[kind]]
     out: list[Entry] = []
     for user in await _users(request, app):
-        out += await _call(request, app, user, "read", None, {key: name})
+        out += await shards(request).read(_key(app, user), None, {key: name})
     return out
 
 
@@ -264,7 +248,7 @@ async def list_memories(request: Request, body: Mem0ListRequest, page: int = 1, 
 @router.get("/v1/memories/{memory_id}/", summary="Get a memory (Mem0)")
 async def get(request: Request, memory_id: str) -> dict[str, Any]:
     user, eid = M.split_id(memory_id)
-    return M.to_mem0(await _call(request, request.state.mem0_app, user, "get", eid))
+    return M.to_mem0(await shards(request).get(_key(request.state.mem0_app, user), eid))
 
 
 @router.put("/v1/memories/{memory_id}/", summary="Update a memory (Mem0)")
@@ -273,7 +257,7 @@ async def update(request: Request, memory_id: str, body: Mem0UpdateRequest) -> d
     ``expiration_date`` (null: never expires)."""
     app = request.state.mem0_app
     user, eid = M.split_id(memory_id)
-    entry: Entry = await _call(request, app, user, "get", eid)
+    entry = await shards(request).get(_key(app, user), eid)
     memory: dict[str, Any] = {}  # an update changes only what it names (the rest of the entry is kept)
     user_meta = ({k: v for k, v in entry.metadata.items() if not k.startswith(M.PREFIX)}
                  if body.metadata is None else M.user_metadata(body.metadata))
@@ -287,13 +271,14 @@ async def update(request: Request, memory_id: str, body: Mem0UpdateRequest) -> d
     if M.EXPIRATION in body.model_fields_set:
         at = M.expiry_of(body.expiration_date, now_utc())
         memory["expires_at"] = at.isoformat() if at is not None else None
-    return M.to_mem0(await _call(request, app, user, "update", eid, memory))
+    updated, _ = await shards(request).update(_key(app, user), eid, memory)
+    return M.to_mem0(updated)
 
 
 @router.delete("/v1/memories/{memory_id}/", summary="Delete a memory (Mem0)")
 async def delete(request: Request, memory_id: str) -> dict[str, Any]:
     user, eid = M.split_id(memory_id)
-    await _call(request, request.state.mem0_app, user, "delete", eid, None)
+    await shards(request).delete(_key(request.state.mem0_app, user), eid)
     return {"message": "Memory deleted successfully!"}
 
 
@@ -304,15 +289,15 @@ async def delete_all(request: Request, user_id: str | None = None, agent_id: str
     app = request.state.mem0_app
     given = {k: v for k, v in {"agent_id": agent_id, "run_id": run_id, "app_id": app_id}.items() if v}
     if user_id and not given:
-        await _call(request, app, user_id, "clear", None)
+        await shards(request).clear(_key(app, user_id))
         return {"message": "Memories deleted successfully!"}
     if not user_id and not given:
         raise ValidationError("name a user_id, agent_id, run_id or app_id", field="user_id")
     users = [user_id] if user_id else await _users(request, app)
     flt = {M.ENTITY_KEYS[k]: v for k, v in given.items()}
     for user in users:
-        for e in await _call(request, app, user, "read", None, flt):
-            await _call(request, app, user, "delete", e.id, None)
+        for e in await shards(request).read(_key(app, user), None, flt):
+            await shards(request).delete(_key(app, user), e.id)
     return {"message": "Memories deleted successfully!"}
 
 
@@ -320,7 +305,7 @@ async def delete_all(request: Request, user_id: str | None = None, agent_id: str
 async def history(request: Request, memory_id: str) -> list[dict[str, Any]]:
     """ADD, UPDATE (one per text change, following the id rotation) and DELETE events, oldest first."""
     user, eid = M.split_id(memory_id)
-    entries = await _call(request, request.state.mem0_app, user, "export")
+    entries = await shards(request).export(_key(request.state.mem0_app, user))
     return M.history(entries, eid)
 
 
@@ -329,7 +314,7 @@ async def entities(request: Request) -> dict[str, Any]:
     app = request.state.mem0_app
     found: dict[tuple[str, str], list[Entry]] = {}
     for user in await _users(request, app):
-        for e in await _call(request, app, user, "read", None, None):
+        for e in await shards(request).read(_key(app, user)):
             found.setdefault(("user", user), []).append(e)
             for kind, name in (("agent", e.metadata.get(M.AGENT)), ("run", e.metadata.get(M.RUN))):
                 if isinstance(name, str):
@@ -350,10 +335,10 @@ async def delete_entity(request: Request, entity_type: str, name: str) -> dict[s
         raise ValidationError(f"entity type must be one of {sorted(M.ENTITY_TYPES)}", field="entity_type")
     M.entity_value(name, "name")
     if entity_type == "user":
-        await _call(request, app, name, "clear", None)
+        await shards(request).clear(_key(app, name))
     else:
         for e in await _entity_memories(request, app, entity_type, name):
-            await _call(request, app, M.mem0_user(e.user), "delete", e.id, None)
+            await shards(request).delete(_key(app, M.mem0_user(e.user)), e.id)
     return {"message": "Entity deleted successfully."}
 
 
