@@ -6,11 +6,14 @@
 - :class:`LocalShardBackend`: the same ShardCore objects in this process, for a dev server and
   for client tests that need real HTTP without a Ray cluster. Calls run in worker threads
   because the engines (Qdrant Edge, Tantivy, the embedder) are blocking libraries.
+
+``SyncShardBackend`` is the same seam, blocking, for the Ray Data jobs; both backends have it.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from actors.shard import Ack, ShardCore
@@ -36,6 +39,20 @@ class ShardBackend(Protocol):
         ...
 
 
+class SyncShardBackend(Protocol):
+    """The blocking seam of the Ray Data jobs (:class:`actors.shard_client.SyncShardClient`)."""
+
+    settings: Settings
+
+    def call_shard_sync(self, shard: int, method: str, *args: Any) -> Any:
+        """Run ``ShardCore.<method>(*args)`` on shard ``shard`` and wait for it (reads retried like ``call``)."""
+        ...
+
+    def submit_shard(self, shard: int, method: str, *args: Any) -> Callable[[], Any]:
+        """Send the call now; the returned function waits for its result (a write: never retried)."""
+        ...
+
+
 class LocalShardBackend:
     def __init__(self, settings: Settings, embedder: Embedder | None = None) -> None:
         self.settings = settings
@@ -52,6 +69,13 @@ class LocalShardBackend:
 
     async def status(self) -> list[dict[str, Any]]:
         return [await asyncio.to_thread(s.status) for s in self.shards]
+
+    def call_shard_sync(self, shard: int, method: str, *args: Any) -> Any:
+        return getattr(self.shards[shard], method)(*args)
+
+    def submit_shard(self, shard: int, method: str, *args: Any) -> Callable[[], Any]:
+        value = self.call_shard_sync(shard, method, *args)
+        return lambda: value
 
     def close(self) -> None:
         for s in self.shards:

@@ -36,6 +36,7 @@ idempotent).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import queue
 import threading
@@ -58,7 +59,7 @@ from memcore.extraction.wrapper import ExtractorWrapper
 from memcore.fields import now_utc
 from memcore.model import Entry, Operation, UserKey
 from memcore.ports import Extractor
-from memcore.records import JobRecord
+from memcore.records import JobReason, JobRecord, wait_job
 from memcore.service import MemoryService
 from memcore.validation import check_session, store_errors
 from memcore.vocabulary import enabled_operations
@@ -213,11 +214,10 @@ class ExtractionJobs(ShardPart):
         session = check_session(session)
         messages = parse_messages(events)
         skew = timedelta(seconds=self.settings.extractor.clock_skew_s)
-        switch = self.settings.policy(key.app).memory
-        if switch == "off":  # nothing is stored, not even the job
+        if not self.settings.policy(key.app).archives:  # nothing is stored, not even the job
             now = now_utc()
             return JobRecord(job_id=new_job_id(self.shard), status="skipped", app=key.app, user=key.user,
-                             session=session, created_at=now, finished_at=now,
+                             session=session, created_at=now, finished_at=now, reason_code="memory_off",
                              reason=f"memory is off for app {key.app!r}: nothing was stored")
         with self._lock, store_errors("the event archive"):
             parsed = identify(messages, self.archive.events.arrived(key, session), now=now_utc(), max_skew=skew)
@@ -241,17 +241,18 @@ class ExtractionJobs(ShardPart):
         counts = {"events": len(todo), **({IGNORED_PARTS: ignored_parts} if ignored_parts else {})}
         job = JobRecord(job_id=new_job_id(self.shard), status="queued", app=key.app, user=key.user,
                         session=session, created_at=now, cursor=cursor, counts=counts)
-        reason: str | None = None
-        if self.settings.policy(key.app).memory == "archive_only":
-            reason = f"memory is archive_only for app {key.app!r}: the turns are archived, not extracted"
+        skip: tuple[JobReason, str] | None = None
+        if not self.settings.policy(key.app).extracts:  # archived (ingest checked), not extracted
+            skip = "archive_only", f"memory is archive_only for app {key.app!r}: the turns are archived, not extracted"
         elif not todo:
-            reason = "no new user/assistant text after the cursor"
+            skip = "nothing_new", "no new user/assistant text after the cursor"
         elif self.settings.extractor.skip_external_context and self.archive.sessions.has_external_context(key, session):
-            reason = "the session carries external context (extractor.skip_external_context)"
+            skip = "external_context", "the session carries external context (extractor.skip_external_context)"
         elif not self.checker(checkers.CheckContext.of(todo, cursor, now)):
-            reason = f"a checker declined the extraction ({len(todo)} pending messages)"
-        if reason is not None:
-            return job.model_copy(update={"status": "skipped", "reason": reason, "finished_at": now})
+            skip = "checker", f"a checker declined the extraction ({len(todo)} pending messages)"
+        if skip is not None:
+            return job.model_copy(update={"status": "skipped", "reason_code": skip[0], "reason": skip[1],
+                                          "finished_at": now})
         return job.model_copy(update={"upto": cursor_of(todo), "upto_seq": pending[-1][0]})
 
     # ------------------------------------------------------------ run
@@ -285,6 +286,7 @@ class ExtractionJobs(ShardPart):
             except Exception as exc:
                 log.exception("shard %d: job %s crashed", self.shard, job.job_id)
                 job = job.model_copy(update={"status": "failed", "reason": f"{type(exc).__name__}: {exc}",
+                                             "reason_code": "other",
                                              "cursor": self.archive.sessions.last_extract_at(job.key, job.session)})
             job = self.archive.jobs.finish(job)
             job_event(job, self.shard, time.perf_counter() - t0)
@@ -301,6 +303,7 @@ class ExtractionJobs(ShardPart):
         todo = extractable(e for _, e in pending)
         if not todo:
             return job.model_copy(update={"status": "done", "cursor": cursor, "counts": {"events": 0},
+                                          "reason_code": "nothing_new",
                                           "reason": "nothing new after the cursor (an earlier job extracted it)"})
 
         def write_turn() -> MemoryService:
@@ -325,8 +328,8 @@ class ExtractionJobs(ShardPart):
             )
         except MemoryServiceError as exc:
             reason = str(exc) if isinstance(exc, JobTimeout) else f"{type(exc).__name__}: {exc}"
-            return job.model_copy(update={"status": "failed", "reason": reason, "errors": [reason], "cursor": cursor,
-                                          "counts": {"events": len(todo)}})
+            return job.model_copy(update={"status": "failed", "reason": reason, "reason_code": failure_code(exc),
+                                          "errors": [reason], "cursor": cursor, "counts": {"events": len(todo)}})
         self.archive.events.mark_extracted(key, job.session, pending[-1][0])
         if report.cursor is not None:
             self.archive.sessions.set_last_extract_at(key, job.session, report.cursor)
@@ -342,13 +345,20 @@ class ExtractionJobs(ShardPart):
         return self.archive.jobs.get(job_id)
 
     def wait(self, job_id: str, timeout: float = 30.0) -> JobRecord:
-        """Poll until the job is finished (tests, benchmarks); returns its last state."""
-        deadline = time.monotonic() + timeout
-        job = self.archive.jobs.get(job_id)
-        while not job.finished and time.monotonic() < deadline:
-            time.sleep(0.005)
-            job = self.archive.jobs.get(job_id)
-        return job
+        """Wait until the job is finished (tests, benchmarks; :func:`memcore.records.wait_job`, from a thread
+        without an event loop); returns its last state."""
+
+        async def fetch(job_id: str) -> JobRecord:
+            return self.archive.jobs.get(job_id)
+
+        return asyncio.run(wait_job(self.archive.jobs.get(job_id), fetch, timeout, poll_s=0.005))
+
+
+def failure_code(exc: MemoryServiceError) -> JobReason:
+    """The code of a job that failed with ``exc``: its deadline, the extractor, or anything else."""
+    if isinstance(exc, JobTimeout):
+        return "timeout"
+    return "extractor_error" if isinstance(exc, ExtractorError) else "other"
 
 
 def report_errors(report: ExtractionReport) -> list[str]:

@@ -123,13 +123,14 @@ class Generations(ShardPart):
         staging = self._staging(generation)
         if key not in staging.chosen:
             raise ValidationError(f"{key.app}/{key.user} is not part of generation {generation}", field="user")
-        if self.settings.policy(key.app).memory != "on":  # archive_only / off: nothing is extracted, ever
+        app = self.settings.policy(key.app)
+        if not app.extracts:  # archive_only / off: nothing is extracted, ever
             return {"app": key.app, "user": key.user, "sessions": 0, "events": 0, "operations": 0, "applied": 0,
                     "skipped": 0, "failed": 0, "rejected": 0}
         cfg = ExtractorSettings.model_validate(extractor)
         ex = self._extractor(cfg)
         policy = ex.default_policy
-        enabled = enabled_operations(self.settings.policy(key.app).enabled_tools())
+        enabled = enabled_operations(app.enabled_tools())
         counts = {"sessions": 0, "events": 0, "operations": 0, "applied": 0, "skipped": 0, "failed": 0,
                   "rejected": 0}
         covered: set[Turn] = set()

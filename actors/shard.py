@@ -52,10 +52,9 @@ from memcore.search_model import SearchHit, SearchOptions, TopicsMatch
 from memcore.service import MemoryService
 from memcore.settings import Settings, ToolMode
 from memcore.validation import check_session, validate
-from memcore.vocabulary import LOAD, SEARCH
+from memcore.vocabulary import LOAD, MAX_RECALL_RESULTS, SEARCH
 
 __all__ = ["READS", "WRITES", "Ack", "ShardCore", "Ticket", "UserQueues"]
-MAX_RECALL_RESULTS = 100
 _HITS_JSON = TypeAdapter(list[SearchHit])
 
 log = logging.getLogger(__name__)
@@ -89,11 +88,11 @@ class ShardCore:
         self.current = CurrentService(factory.build_service(self.layout, embedder, generation=generation))
         self.archive = factory.build_archive(self.layout)
         self._queues = UserQueues(self.archive.sequence.next)
-        self._gate = WriteGate(self._queues, self.layout.dirty_marker)
-        self._writing = self._gate.writing
+        gate = WriteGate(self._queues, self.layout.dirty_marker)
+        self.ctx = ctx = ShardContext(self.layout, self.current, self.archive, gate.writing, gate.frozen)
+        """What every part of this shard shares: each part below takes this one object."""
         t0 = time.perf_counter()
         self.rebuilt = self._recover()
-        ctx = ShardContext(self.layout, self.current, self.archive, self._gate.writing, self._gate.frozen)
         self.jobs = ExtractionJobs(ctx, extractor=extractor, start=start_workers)
         self.generations = Generations(ctx, generation)
         self.erasure = ShardErasure(ctx, self.generations)
@@ -148,15 +147,15 @@ class ShardCore:
         return self.current.get()
 
     def _write(self, key: UserKey, fn: Callable[[], T]) -> Ack:
-        with self._writing(key) as seq:
+        with self.ctx.writing(key) as seq:
             return Ack(seq=seq, value=fn())
 
-    def _memory_on(self, key: UserKey) -> bool:
-        return self.settings.policy(key.app).memory != "off"
+    def _reads(self, key: UserKey) -> bool:
+        return self.settings.policy(key.app).reads
 
     def _writable(self, key: UserKey) -> None:
         """Writes of an app whose memory is off are refused (deletes and erasure always work)."""
-        if not self._memory_on(key):
+        if not self.settings.policy(key.app).writes:
             raise PermissionDeniedError(f"memory is off for app {key.app!r} (memory.apps setting)", field="app")
 
     @timed_write("add")
@@ -226,12 +225,11 @@ class ShardCore:
         """Run an agent's tool call under the app's policy: only the tools exposed in the app's mode run
         (others are 403, whatever ``mode`` the caller names; a ``mode`` other than the app's is 403)."""
         policy = self.settings.policy(key.app)
-        if mode is not None and str(mode) != policy.tool_mode.value:
-            raise PermissionDeniedError(f"app {key.app!r} runs tools in {policy.tool_mode.value} mode (a deployment "
-                                        f"setting), not {mode}", field="mode")
+        policy.check_mode(mode)
         exposed = policy.exposed_tools()
-        if name == SEARCH and arguments.get("max_tokens") is None and policy.max_tokens is not None:
-            arguments = {**arguments, "max_tokens": policy.max_tokens}
+        budget = policy.default_budget(arguments.get("max_tokens"))
+        if name == SEARCH and budget is not None:
+            arguments = {**arguments, "max_tokens": budget}
         if name in (SEARCH, LOAD):
             return tools.execute(self.service, key, name, arguments, enabled=exposed)
         backend = ErasingTools(self.service, self.erasure)
@@ -268,13 +266,13 @@ class ShardCore:
         """Archived turns of ``key``'s sessions other than ``session``, best BM25 match first."""
         if not 1 <= max_results <= MAX_RECALL_RESULTS:
             raise ValidationError(f"max_results must be 1..{MAX_RECALL_RESULTS}", field="max_results")
-        if not self._memory_on(key):
+        if not self._reads(key):
             return []
         return self.archive.events.search(key, query, exclude_session=session, limit=max_results)
 
     # ---------------------------------------------------------------- reads
     def get(self, key: UserKey, entry_id: str) -> Entry:
-        if not self._memory_on(key):
+        if not self._reads(key):
             raise NotFoundError(f"memory {entry_id!r} not found (memory is off for app {key.app!r})",
                                 field="memory_id")
         entry = self.service.get(key, entry_id)
@@ -284,7 +282,7 @@ class ShardCore:
     def read(
         self, key: UserKey, limit: int | None = None, metadata_filter: dict[str, Any] | None = None
     ) -> list[Entry]:
-        if not self._memory_on(key):
+        if not self._reads(key):
             return []
         entries = self.service.read(key, limit, metadata_filter)
         self.maintenance.touch(key, entries)
@@ -296,10 +294,10 @@ class ShardCore:
     ) -> list[SearchHit]:
         policy = self.settings.policy(key.app)
         opts = validate(SearchOptions, options)
-        if policy.memory == "off":
+        if not policy.reads:
             return []
-        if opts.max_tokens is None and policy.max_tokens is not None:
-            opts = opts.model_copy(update={"max_tokens": policy.max_tokens})
+        if (budget := policy.default_budget(opts.max_tokens)) != opts.max_tokens:
+            opts = opts.model_copy(update={"max_tokens": budget})
         hits = self.service.search(key, opts, query_vector=query_vector)
         self.maintenance.touch(key, [h.entry for h in hits])
         return hits
@@ -317,10 +315,9 @@ class ShardCore:
         min_relevance: float | None = None,
     ) -> PreloadResult:
         policy = self.settings.policy(key.app)
-        on = policy.memory != "off"
-        result = preload.preload(self.service, key, budget if on else 0, message, mode=mode, playbook=playbook,
-                                 topics=topics, topics_match=topics_match,
-                                 max_tokens=max_tokens if max_tokens is not None else policy.max_tokens,
+        result = preload.preload(self.service, key, budget if policy.reads else 0, message, mode=mode,
+                                 playbook=playbook, topics=topics, topics_match=topics_match,
+                                 max_tokens=policy.default_budget(max_tokens),
                                  count=self.service.token_count, min_relevance=min_relevance)
         self.maintenance.touch(key, result.entries)
         return result

@@ -3,18 +3,26 @@
 Each method names the :class:`actors.shard.ShardCore` method it runs (the backend carries the
 name to a Ray actor or a local object); writes return ``(value, FIFO sequence)``, reads the
 value. Whether a call is a read or a write is :data:`actors.shard.READS` / ``WRITES``'s to say
-(a test checks this client and that split against ``ShardCore``).
+(a test checks these clients and that split against ``ShardCore``).
+
+:class:`ShardClient` is awaited (the HTTP ingress, the Mem0 API, MCP); :class:`SyncShardClient`
+blocks (the Ray Data jobs: :mod:`jobs.backfill`, :mod:`jobs.reextract`). Both go through a backend,
+so every caller gets its read retries and trace propagation (:mod:`actors.router`).
 """
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
 
-from actors.backend import ShardBackend, unwrap
+from actors.backend import ShardBackend, SyncShardBackend, unwrap
+from actors.extraction_queue import job_shard
+from memcore import records
+from memcore.ids import shard_of
 from memcore.model import Entry, InjectionMode, PreloadResult, UserKey
 from memcore.ports import Vectors
 from memcore.records import JobRecord, RecallHit
-from memcore.search_model import TopicsMatch
+from memcore.search_model import SearchHit, SearchOptions, TopicsMatch
 from memcore.settings import ToolMode
 
 T = TypeVar("T")
@@ -22,7 +30,8 @@ Written = tuple[T, int | None]
 
 
 class ShardClient:
-    """The shard calls of the HTTP ingress, one typed method each."""
+    """The shard calls of the HTTP ingress, the Mem0 API and MCP, one typed method each (and
+    :meth:`wait_job`, which polls :meth:`job`)."""
 
     def __init__(self, backend: ShardBackend) -> None:
         self.backend = backend
@@ -33,6 +42,10 @@ class ShardClient:
     # ---------------------------------------------------------------- writes
     async def add(self, key: UserKey, memory: dict[str, Any]) -> Written[Entry]:
         return await self._write(key, "add", memory)
+
+    async def add_many(self, key: UserKey, memories: list[dict[str, Any]],
+                       vectors: Vectors | None = None) -> Written[list[Entry]]:
+        return await self._write(key, "add_many", memories, vectors)
 
     async def update(self, key: UserKey, entry_id: str, memory: dict[str, Any]) -> Written[Entry]:
         return await self._write(key, "update", entry_id, memory)
@@ -73,6 +86,10 @@ class ShardClient:
                    metadata_filter: dict[str, Any] | None = None) -> list[Entry]:
         return await self.backend.call(key, "read", limit, metadata_filter)
 
+    async def search(self, key: UserKey, options: SearchOptions | dict[str, Any],
+                     query_vector: Vectors | None = None) -> list[SearchHit]:
+        return await self.backend.call(key, "search", options, query_vector)
+
     async def search_json(self, key: UserKey, options: dict[str, Any], query_vector: Vectors | None = None) -> bytes:
         args = (options,) if query_vector is None else (options, query_vector)
         return await self.backend.call(key, "search_json", *args)
@@ -97,5 +114,76 @@ class ShardClient:
     async def job(self, shard: int, job_id: str) -> JobRecord:
         return await self.backend.call_shard(shard, "job", job_id)
 
+    async def wait_job(self, job: JobRecord, timeout_s: float) -> JobRecord:
+        """Poll the job's shard until ``job`` is finished or ``timeout_s`` passed (:func:`memcore.records.wait_job`);
+        a job id that names no shard is returned as it is."""
+        shard = job_shard(job.job_id)
+        if shard is None:
+            return job
+        return await records.wait_job(job, lambda job_id: self.job(shard, job_id), timeout_s)
+
     async def status(self) -> list[dict[str, Any]]:
         return await self.backend.status()
+
+
+class Pending(Generic[T]):
+    """A write sent to a shard whose answer is waited for later (:meth:`result` blocks)."""
+
+    def __init__(self, get: Callable[[], Any]) -> None:
+        self._get = get
+
+    def result(self) -> Written[T]:
+        return unwrap(self._get())
+
+
+class SyncShardClient:
+    """The shard calls of the Ray Data jobs, blocking, one typed method each (by shard number, or by the
+    user's shard for :meth:`backfill`). :meth:`backfill` answers ``(value, FIFO sequence)`` through its
+    :class:`Pending`; the generation steps answer their value (they are not a user's writes)."""
+
+    def __init__(self, backend: SyncShardBackend) -> None:
+        self.backend = backend
+
+    @property
+    def shards(self) -> range:
+        return range(self.backend.settings.shards)
+
+    def _read(self, shard: int, method: str, *args: Any) -> Any:
+        return self.backend.call_shard_sync(shard, method, *args)
+
+    def _write(self, shard: int, method: str, *args: Any) -> Any:
+        value, _ = unwrap(self.backend.call_shard_sync(shard, method, *args))
+        return value
+
+    # ---------------------------------------------------------------- writes
+    def backfill(self, key: UserKey, sessions: list[tuple[str, list[dict[str, Any]]]],
+                 memories: list[dict[str, Any]], vectors: Vectors | None = None) -> Pending[dict[str, int]]:
+        """Sent now; the answer (:meth:`Pending.result`) is waited for later, so the next batch is embedded
+        meanwhile."""
+        shard = shard_of(key, self.backend.settings.shards)
+        return Pending(self.backend.submit_shard(shard, "backfill", key, sessions, memories, vectors))
+
+    def begin_generation(self, shard: int, generation: int, apps: list[str], users: list[str]) -> dict[str, Any]:
+        return self._write(shard, "begin_generation", generation, apps, users)
+
+    def reextract_user(self, shard: int, generation: int, key: UserKey, extractor: dict[str, Any]) -> dict[str, Any]:
+        return self._write(shard, "reextract_user", generation, key, extractor)
+
+    def switch_generation(self, shard: int, generation: int) -> dict[str, Any]:
+        return self._write(shard, "switch_generation", generation)
+
+    def abort_generation(self, shard: int, generation: int) -> dict[str, Any]:
+        return self._write(shard, "abort_generation", generation)
+
+    def drop_generation(self, shard: int, generation: int) -> dict[str, Any]:
+        return self._write(shard, "drop_generation", generation)
+
+    # ----------------------------------------------------------------- reads
+    def ping(self, shard: int) -> int:
+        return self._read(shard, "ping")
+
+    def embedder_info(self, shard: int) -> dict[str, Any]:
+        return self._read(shard, "embedder_info")
+
+    def generation_info(self, shard: int) -> dict[str, Any]:
+        return self._read(shard, "generation_info")

@@ -134,16 +134,16 @@ def job_event(job: Any, shard: int, duration_s: float | None = None) -> None:
     labels = {"app": job.app, "shard": str(shard)}
     if job.status == "queued" and tracing.enabled():
         _job_contexts[job.job_id] = tracing.capture()
-    telemetry.count("memcluster_jobs_total", 1.0, status=job.status, reason=telemetry.reason_class(job.reason),
+    telemetry.count("memcluster_jobs_total", 1.0, status=job.status, reason=telemetry.reason_label(job.reason_code),
                     **labels)
     if duration_s is not None:
         telemetry.observe("memcluster_job_duration_ms", duration_s * 1e3, status=job.status, **labels)
-    for op in job.operations if job.status == "done" else ():
-        if op.get("status") == "applied" and op.get("action") in tracing.WRITE_SPANS:
-            telemetry.count("memcluster_writes_total", 1.0, op=str(op["action"]), source="extraction", **labels)
-    if job.status != "running" and job.status != "queued":
+    for op in job.results if job.status == "done" else ():
+        if op.status == "applied" and op.action in tracing.WRITE_SPANS:
+            telemetry.count("memcluster_writes_total", 1.0, op=str(op.action), source="extraction", **labels)
+    if job.finished:
         telemetry.log_event("job", job_id=job.job_id, app=job.app, shard=shard, status=job.status,
-                            reason=telemetry.reason_class(job.reason), counts=dict(job.counts),
+                            reason=telemetry.reason_label(job.reason_code), counts=dict(job.counts),
                             duration_ms=None if duration_s is None else round(duration_s * 1e3, 2),
                             detail=job.reason, errors=list(job.errors) or None)  # these two at DEBUG only
 

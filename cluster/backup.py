@@ -26,8 +26,12 @@ import httpx
 
 from memcore.backup import parse_jsonl
 from memcore.errors import ValidationError
+from memcore.vocabulary import DEFAULT_PORT
 
-DEFAULT_URL = "http://127.0.0.1:8000"
+DEFAULT_URL = f"http://127.0.0.1:{DEFAULT_PORT}"
+URL_HELP = (f"service base URL (default $MEMCLUSTER_URL, then the URL `memctl up` recorded, then "
+            f"{DEFAULT_URL})")
+"""The ``--url`` flag's help, the same for every memctl command that calls the service."""
 DEFAULT_CHUNK_BYTES = 16 * 1024 * 1024
 TIMEOUT = httpx.Timeout(30.0, read=600.0)
 

@@ -36,8 +36,10 @@ from typing import Any
 import httpx
 
 from cluster import deploy, ray_auth, ray_head, serve_teardown
+from cluster.backup import URL_HELP
 from cluster.status_summary import summarize
 from memcore.settings import Settings
+from memcore.vocabulary import DEFAULT_PORT
 
 DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "serve.local.yaml"
 NOT_RUNNING = deploy.NOT_RUNNING
@@ -235,8 +237,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 def _add_backup_parsers(sub: Any) -> None:
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("--app", required=True, help="the app whose memories to back up / restore")
-        p.add_argument("--url", default=None, help="service base URL (default $MEMCLUSTER_URL, then the URL "
-                                                   "`memctl up` recorded, then http://127.0.0.1:8000)")
+        p.add_argument("--url", default=None, help=URL_HELP)
         p.add_argument("--api-key", default=None, help="the app's API key (default $MEMCLUSTER_API_KEY; "
                                                        "prefer the environment)")
 
@@ -257,7 +258,7 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     up = sub.add_parser("up", help="start a local Ray head and deploy memcluster")
     up.add_argument("--data-dir", default=None, help="where shards keep their stores (default ~/.memcluster/data)")
-    up.add_argument("--port", type=int, default=None, help="HTTP port (default 8000)")
+    up.add_argument("--port", type=int, default=None, help=f"HTTP port (default {DEFAULT_PORT})")
     up.add_argument("--host", default=None, help="HTTP host (default 127.0.0.1; other hosts need API keys)")
     up.add_argument("--shards", type=int, default=None)
     up.add_argument("--config", default=str(DEFAULT_CONFIG), help="Serve config YAML")

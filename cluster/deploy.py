@@ -27,6 +27,7 @@ from typing import Any
 import yaml
 
 from memcore.settings import Settings, load_settings, to_plain
+from memcore.vocabulary import DEFAULT_PORT
 
 SERVE_PROCESS_ENV = {"RAY_SERVE_PROXY_USE_GRPC": "1"}
 """Environment of the Ray processes that Serve starts (read when they start, so it must be set where Ray
@@ -127,7 +128,8 @@ def load_plan(config: Path, settings_file: str | None = None, **flags: Any) -> P
     defaults = dict((apps_raw[0].get("args") or {}).get("settings") or {})
     http = raw.get("http_options") or {}
     defaults.setdefault("http", {})
-    defaults["http"] = {"host": http.get("host", "127.0.0.1"), "port": http.get("port", 8000), **defaults["http"]}
+    defaults["http"] = {"host": http.get("host", "127.0.0.1"), "port": http.get("port", DEFAULT_PORT),
+                        **defaults["http"]}
     overrides: dict[str, Any] = {}
     if flags.get("data_dir"):
         overrides["data_dir"] = flags["data_dir"]
@@ -198,14 +200,16 @@ def readyz(base_url: str, timeout: float = 5.0) -> dict[str, Any] | None:
         return None
 
 
-def wait_ready(base_url: str, timeout: float) -> bool:
+def wait_ready(base_url: str, timeout: float, interval: float = 1.0) -> dict[str, Any] | None:
+    """Poll ``/readyz`` until it answers ``ready`` (its body) or ``timeout`` seconds pass (None): the one
+    readiness wait of ``memctl up``, the benchmarks and the tests."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         ready = readyz(base_url)
         if ready and ready.get("status") == "ready":
-            return True
-        time.sleep(1.0)
-    return False
+            return ready
+        time.sleep(interval)
+    return None
 
 
 def shutdown(address: str, namespace: str) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 
-from cluster.backup import TIMEOUT, api_key, base_url
+from cluster.backup import TIMEOUT, URL_HELP, api_key, base_url
 from cluster.deploy import NOT_RUNNING
 from memclient import MemclientError, MemoryClient, Unreachable
 
@@ -42,8 +42,7 @@ def _run(name: str, args: argparse.Namespace, state: Callable[[], dict[str, Any]
 
 def add_parsers(sub: Any, state: Callable[[], dict[str, Any] | None]) -> None:
     def common(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--url", default=None, help="service base URL (default $MEMCLUSTER_URL, then the URL "
-                                                   "`memctl up` recorded, then http://127.0.0.1:8000)")
+        p.add_argument("--url", default=None, help=URL_HELP)
         p.add_argument("--api-key", default=None, help="an API key (default $MEMCLUSTER_API_KEY; prefer the "
                                                        "environment)")
 

@@ -15,14 +15,15 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from cluster.backup import api_key, base_url
+from cluster.backup import URL_HELP, api_key, base_url
 from memclient import AsyncMemoryClient
 from memcore.errors import MemoryServiceError, ValidationError
+from memcore.tools import RESOURCE_FIELDS, entry_json
 from memcore.validation import make_key
 
 
 class MemclientToolBackend:
-    """:class:`serve_apps.mcp_server.ToolBackend` over :class:`memclient.AsyncMemoryClient`."""
+    """:class:`serve_apps.mcp.server.ToolBackend` over :class:`memclient.AsyncMemoryClient`."""
 
     def __init__(self, client: AsyncMemoryClient, app: str, user: str) -> None:
         self.client, self.app, self.user = client, app, user
@@ -41,15 +42,13 @@ class MemclientToolBackend:
         return list(body.get("hits", []))
 
     async def newest(self, limit: int) -> list[dict[str, Any]]:
-        from serve_apps.mcp_server import entry_json
-
-        return [entry_json(e) for e in await self.client.read(self.app, self.user, limit)]
+        return [entry_json(e, RESOURCE_FIELDS) for e in await self.client.read(self.app, self.user, limit)]
 
 
 async def serve_stdio(url: str, key: str | None, app: str, user: str) -> None:
     from mcp.server.stdio import stdio_server
 
-    from serve_apps.mcp_server import build_server
+    from serve_apps.mcp.server import build_server
 
     async with AsyncMemoryClient(url, api_key=key, timeout=60.0) as client:
         backend = MemclientToolBackend(client, app, user)
@@ -75,8 +74,7 @@ def cmd_mcp(args: argparse.Namespace, state: Callable[[], dict[str, Any] | None]
 def add_parsers(sub: Any, state: Callable[[], dict[str, Any] | None]) -> None:
     """Register ``mcp`` on memctl's subparsers."""
     p = sub.add_parser("mcp", help="run an MCP server on stdio for one app and user (for desktop MCP clients)")
-    p.add_argument("--url", default=None, help="service base URL (default $MEMCLUSTER_URL, then the URL "
-                                               "`memctl up` recorded, then http://127.0.0.1:8000)")
+    p.add_argument("--url", default=None, help=URL_HELP)
     p.add_argument("--app", required=True, help="the app (its key: $MEMCLUSTER_API_KEY)")
     p.add_argument("--user", required=True, help="the user whose memories the tools read and write")
     p.set_defaults(func=lambda a: cmd_mcp(a, state))

@@ -137,8 +137,9 @@ def find(tag: str, gcs: str) -> Head:
 
 def stop(head: Head) -> int:
     """Stop every process of ``head`` (see :func:`processes`): SIGTERM, SIGKILL after
-    :data:`TERM_GRACE_S`, and a last look for processes started meanwhile. Returns how many there were;
-    takes at most about ``TERM_GRACE_S + 2 * KILL_WAIT_S``."""
+    :data:`TERM_GRACE_S`, and a last look for processes started meanwhile; then waits for the killed ones
+    to be gone (a loaded machine can take seconds to tear down a process with many threads). Returns how
+    many there were; takes at most about ``TERM_GRACE_S + 3 * KILL_WAIT_S``."""
     pids = set(processes(head))
     for pid in pids:
         _signal(pid, signal.SIGTERM)
@@ -149,6 +150,7 @@ def stop(head: Head) -> int:
         for pid in late:
             _signal(pid, signal.SIGKILL)
         _wait_gone(late, KILL_WAIT_S)
+    _wait_gone(pids | set(processes(head)), KILL_WAIT_S)
     return len(pids)
 
 

@@ -31,12 +31,12 @@ from typing import Any
 
 import numpy as np
 
+from actors.shard_client import Pending
 from jobs import extract
+from jobs.common import cluster_shards, progress, stats_actor
 from jobs.common import named as _named
-from jobs.common import progress, shard_handle, shard_handles, stats_actor
 from jobs.source import Source, Validate, read
 from memcore import factory
-from memcore.ids import shard_of
 from memcore.model import UserKey
 from memcore.ports import Embedder
 from memcore.settings import Settings
@@ -121,6 +121,7 @@ class EmbedWrite:
             raise ValueError(f"the job's embedder {self.embedder.name} ({self.embedder.dim}) differs from the "
                              f"shards' {expected['name']} ({expected['dim']}): vectors would not match queries")
         self.settings = settings
+        self.shards = cluster_shards(settings)
         self.write_chunk = write_chunk
         self.batch_size = batch_size
         self.stats = stats
@@ -142,8 +143,7 @@ class EmbedWrite:
                 batches.append([])
             batches[-1].append(item)
         result = dict.fromkeys(("sessions_written", "turns", "events_new", "entries", "entries_new"), 0)
-        handle = shard_handle(self.settings, shard_of(key, self.settings.shards))
-        in_flight: tuple[Any, list[tuple[str, _Session]], int] | None = None
+        in_flight: tuple[Pending[dict[str, int]], list[tuple[str, _Session]], int] | None = None
         error = ""
         batches = [b for b in batches if b]
         for n, part in enumerate(batches):
@@ -155,7 +155,7 @@ class EmbedWrite:
                     failures += [{"source": f"{key.app}/{key.user}/{p}", "error": error} for p in left]
                     in_flight = None
                     break
-            in_flight = (handle.backfill.remote(*call[:4]), part, call[4])
+            in_flight = (self.shards.backfill(*call[:4]), part, call[4])
         if in_flight is not None:
             error = self._settle(in_flight, result)
             if error:
@@ -177,13 +177,12 @@ class EmbedWrite:
         turns = sum(_is_text(e) for _, evs in events for e in evs)
         return key, events, mems, vectors, turns
 
-    def _settle(self, in_flight: tuple[Any, list[tuple[str, _Session]], int], result: dict[str, int]) -> str:
+    def _settle(self, in_flight: tuple[Pending[dict[str, int]], list[tuple[str, _Session]], int],
+                result: dict[str, int]) -> str:
         """Wait for a write; count it, or return why it failed (the user's later batches are not sent)."""
-        import ray
-
-        ref, part, turns = in_flight
+        pending, part, turns = in_flight
         try:
-            done = ray.get(ref).value
+            done, _ = pending.result()
         except Exception as exc:  # noqa: BLE001 - reported; the user's later sessions wait for a re-run
             cause = getattr(exc, "cause", None) or exc
             return f"write failed: {type(cause).__name__}: {cause}"[:1000]
@@ -257,7 +256,7 @@ def build(settings: Settings, source: Source, options: BackfillOptions, stats: A
         granularity = options.granularity or cfg.backfill_granularity or cfg.granularity
         stage = extract.VerbatimStage(granularity, cfg.window)
         units = sessions.map_batches(_named(stage, "extract_verbatim"), **light)
-    expected = ray_get(shard_handle(settings, 0).embedder_info.remote())
+    expected = cluster_shards(settings).embedder_info(0)
     make = embedder_factory or functools.partial(factory.build_embedder, settings.embedder)
     # group the light unit rows (no vectors yet) by user; few partitions: the default of 200 costs
     # tens of seconds of scheduling on a small cluster, and the embedders are the bottleneck
@@ -309,7 +308,9 @@ def run_backfill(
     from ray.data.context import ShuffleStrategy
 
     options = fit_cpus(options or BackfillOptions(), ray.available_resources().get("CPU", 0.0), log)
-    shard_handles(settings)  # fail early when the cluster's shards are not there
+    shards = cluster_shards(settings)
+    for k in shards.shards:  # fail early when the cluster's shards are not there
+        shards.ping(k)
     stats = stats_actor("backfill", settings.namespace, time.time())
     t0 = time.monotonic()
     summary = BackfillSummary()

@@ -1,4 +1,5 @@
-"""What the Ray Data jobs share: the running cluster's shard actors, a stats actor, progress lines.
+"""What the Ray Data jobs share: the running cluster's shards (a :class:`actors.shard_client.SyncShardClient`),
+a stats actor, progress lines.
 
 A job runs in a driver already connected to the cluster (``ray.init(address=...)`` by memctl,
 the session cluster in tests). It never creates shard actors: it writes through the ones the
@@ -15,43 +16,18 @@ from contextlib import contextmanager
 from typing import Any
 
 from actors import metrics
-from actors.router import actor_name
+from actors.router import RayShardBackend
+from actors.shard_client import SyncShardClient
 from memcore import telemetry
 from memcore.settings import Settings
 
 MAX_FAILURE_SAMPLES = 100
-_HANDLES: dict[tuple[str, int], Any] = {}
 
 
-class ClusterNotRunning(RuntimeError):
-    """The shard actors of the settings' namespace are not there."""
-
-
-def shard_handle(settings: Settings, shard: int) -> Any:
-    """The handle of the running shard actor ``shard`` (cached per process)."""
-    import ray
-
-    key = (settings.namespace, shard)
-    handle = _HANDLES.get(key)
-    if handle is None:
-        try:
-            handle = ray.get_actor(actor_name(shard), namespace=settings.namespace)
-        except ValueError as exc:
-            raise ClusterNotRunning(
-                f"shard actor {actor_name(shard)!r} not found in namespace {settings.namespace!r}: "
-                "is memcluster running (memctl up)?") from exc
-        _HANDLES[key] = handle
-    return handle
-
-
-def forget_handles(namespace: str) -> None:
-    """Drop this process's cached handles of ``namespace``'s shard actors (after they were killed)."""
-    for key in [k for k in _HANDLES if k[0] == namespace]:
-        del _HANDLES[key]
-
-
-def shard_handles(settings: Settings) -> list[Any]:
-    return [shard_handle(settings, k) for k in range(settings.shards)]
+def cluster_shards(settings: Settings) -> SyncShardClient:
+    """The blocking shard client of a job: attached to the running shard actors (never creating one; a missing
+    one is :class:`actors.router.ClusterNotRunning`), with the router's read retries and tracing."""
+    return SyncShardClient(RayShardBackend(settings, create=False))
 
 
 DATA_METRICS_ACTOR = "memcluster-data-metrics"

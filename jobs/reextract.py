@@ -28,7 +28,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from jobs.common import named, progress, shard_handles, stats_actor
+from actors.shard_client import SyncShardClient
+from jobs.common import cluster_shards, named, progress, stats_actor
 from memcore import factory, layout
 from memcore.model import UserKey
 from memcore.settings import ExtractorSettings, Settings
@@ -82,29 +83,20 @@ class ReextractUser:
         self.generation = generation
         self.extractor = extractor
         self.stats = stats
+        self._shards: SyncShardClient | None = None
 
     def __call__(self, row: dict[str, Any]) -> dict[str, Any]:
-        import ray
-
-        from jobs.common import shard_handle
-
         key = UserKey(app=row["app"], user=row["user"])
         out: dict[str, Any] = {"app": key.app, "user": key.user, "error": "", **dict.fromkeys(COUNTS, 0)}
         try:
-            handle = shard_handle(self.settings, int(row["shard"]))
-            done = ray.get(handle.reextract_user.remote(self.generation, key, self.extractor))
+            self._shards = self._shards or cluster_shards(self.settings)
+            done = self._shards.reextract_user(int(row["shard"]), self.generation, key, self.extractor)
             out.update({k: int(done.get(k, 0)) for k in COUNTS})
         except Exception as exc:  # noqa: BLE001 - reported; the run aborts
             cause = getattr(exc, "cause", None) or exc  # a RayTaskError carries the shard's exception
             out["error"] = f"{type(cause).__name__}: {cause}"[:2000]
         self.stats.add.remote({"users_done": 1, "events": out["events"], "users_failed": int(bool(out["error"]))})
         return out
-
-
-def _call_all(handles: list[Any], method: str, *args: Any) -> list[Any]:
-    import ray
-
-    return list(ray.get([getattr(h, method).remote(*args) for h in handles]))
 
 
 def run_reextract(settings: Settings, options: ReextractOptions | None = None, *,
@@ -115,11 +107,11 @@ def run_reextract(settings: Settings, options: ReextractOptions | None = None, *
     options = options or ReextractOptions()
     cfg = options.extractor or settings.extractor
     t0 = time.monotonic()
-    handles = shard_handles(settings)
-    infos = _call_all(handles, "generation_info")
+    shards = cluster_shards(settings)
+    infos = [shards.generation_info(k) for k in shards.shards]
     summary = ReextractSummary(previous={i["shard"]: i["current"] for i in infos})
     gen = summary.generation = 1 + max(max([i["current"], *i["generations"]]) for i in infos)
-    log(f"reextract: building generation {gen} on {len(handles)} shards "
+    log(f"reextract: building generation {gen} on {len(shards.shards)} shards "
         f"(apps {options.apps or 'all'}, users {options.users or 'all'}, "
         f"extractor {'LLM ' + str(cfg.model) if cfg.base_url else 'verbatim/' + cfg.granularity}, policy {cfg.policy})")
     begun: list[int] = []
@@ -127,8 +119,8 @@ def run_reextract(settings: Settings, options: ReextractOptions | None = None, *
     stats = stats_actor("reextract", settings.namespace)
     try:
         _server_collection(settings, gen, "delete")
-        for k, h in enumerate(handles):  # one by one: a failure leaves the rest untouched
-            result = ray.get(h.begin_generation.remote(gen, list(options.apps), list(options.users)))
+        for k in shards.shards:  # one by one: a failure leaves the rest untouched
+            result = shards.begin_generation(k, gen, list(options.apps), list(options.users))
             begun.append(k)
             summary.copied += int(result["copied"])
             summary.users += len(result["users"])
@@ -157,14 +149,14 @@ def run_reextract(settings: Settings, options: ReextractOptions | None = None, *
         if summary.failures:
             raise RuntimeError(f"re-extraction of {summary.failures[0]['source']} failed: "
                                f"{summary.failures[0]['error']}")
-        for k, h in enumerate(handles):
-            result = ray.get(h.switch_generation.remote(gen))
+        for k in shards.shards:
+            result = shards.switch_generation(k, gen)
             switched.append(k)
             summary.caught_up += int(result["caught_up"])
         summary.switched = True
     except Exception as exc:  # noqa: BLE001 - rolled back below, reported in the summary
         summary.error = f"{type(exc).__name__}: {str(exc)[:2000]}"
-        _rollback(settings, handles, gen, summary.previous, begun, switched, log)
+        _rollback(settings, shards, gen, summary.previous, begun, switched, log)
         summary.switched = False
     if summary.switched:
         try:
@@ -178,17 +170,15 @@ def run_reextract(settings: Settings, options: ReextractOptions | None = None, *
     return summary
 
 
-def _rollback(settings: Settings, handles: list[Any], gen: int, previous: dict[int, int], begun: list[int],
+def _rollback(settings: Settings, shards: SyncShardClient, gen: int, previous: dict[int, int], begun: list[int],
               switched: list[int], log: Callable[[str], None]) -> None:
-    import ray
-
     for k in begun:
         try:
             if k in switched:
-                ray.get(handles[k].switch_generation.remote(previous[k]))
-                ray.get(handles[k].drop_generation.remote(gen))
+                shards.switch_generation(k, previous[k])
+                shards.drop_generation(k, gen)
             else:
-                ray.get(handles[k].abort_generation.remote(gen))
+                shards.abort_generation(k, gen)
         except Exception as exc:  # noqa: BLE001 - keep rolling back the other shards
             log(f"reextract: rollback of shard {k} failed: {type(exc).__name__}: {exc}")
     try:
@@ -200,11 +190,11 @@ def _rollback(settings: Settings, handles: list[Any], gen: int, previous: dict[i
 def run_drop(settings: Settings, generation: int, *, log: Callable[[str], None] = print) -> list[dict[str, Any]]:
     """Delete generation ``generation`` on every shard (refused where it is the one served); Qdrant server:
     dropping generation 1 frees the collection name, and the alias then points at the generation served."""
-    handles = shard_handles(settings)
-    current = {i["current"] for i in _call_all(handles, "generation_info")}
+    shards = cluster_shards(settings)
+    current = {shards.generation_info(k)["current"] for k in shards.shards}
     if generation in current:
         raise ValueError(f"generation {generation} is being served; switch away from it first")
-    results = _call_all(handles, "drop_generation", generation)
+    results = [shards.drop_generation(k, generation) for k in shards.shards]
     _server_collection(settings, generation, "drop")
     log(f"reextract: dropped generation {generation} on {sum(bool(r['removed']) for r in results)} shards")
     if generation == 1 and len(current) == 1:  # server: the collection name is free for the alias now
@@ -216,7 +206,8 @@ def run_drop(settings: Settings, generation: int, *, log: Callable[[str], None] 
 
 def generations(settings: Settings) -> list[dict[str, Any]]:
     """Every shard's serving and stored generations."""
-    return _call_all(shard_handles(settings), "generation_info")
+    shards = cluster_shards(settings)
+    return [shards.generation_info(k) for k in shards.shards]
 
 
 def _server_collection(settings: Settings, generation: int, action: str) -> str | None:

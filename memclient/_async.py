@@ -207,6 +207,16 @@ class AsyncMemoryClient:
         """Status of an ingest job (queued / running / done / failed). Requires a server with auto memory."""
         return await self._send(P.job(job_id))
 
+    async def wait_job(self, job_id: str, timeout: float) -> Job:
+        """Poll :meth:`job` until the job is finished or ``timeout`` seconds passed; returns its last state
+        (``finished`` is False when the time ran out)."""
+        state = await self.job(job_id)
+        deadline = asyncio.get_running_loop().time() + timeout
+        while not state.finished and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(P.JOB_POLL_S)
+            state = await self.job(job_id)
+        return state
+
     async def recall(self, app: str, user: str, query: str, **options: Any) -> dict[str, Any]:
         """Search archived raw turns of the user's other sessions; returns the server's JSON
         ``{"hits": [{"session", "event_id", "role", "content", "timestamp", "score"}]}``.

@@ -24,6 +24,8 @@ from memclient.types import Entry, Job, PreloadResult, SearchHit
 T = TypeVar("T")
 DEFAULT_BASE_URL = "http://127.0.0.1:8000"
 USER_AGENT = "memclient/0.1"
+JOB_POLL_S = 0.05
+"""How often ``wait_job`` asks for a job's state."""
 TimeLike = datetime | str
 
 

@@ -202,6 +202,16 @@ class MemoryClient:
         """Status of an ingest job (queued / running / done / failed). Requires a server with auto memory."""
         return self._send(P.job(job_id))
 
+    def wait_job(self, job_id: str, timeout: float) -> Job:
+        """Poll :meth:`job` until the job is finished or ``timeout`` seconds passed; returns its last state
+        (``finished`` is False when the time ran out)."""
+        state = self.job(job_id)
+        deadline = time.monotonic() + timeout
+        while not state.finished and time.monotonic() < deadline:
+            time.sleep(P.JOB_POLL_S)
+            state = self.job(job_id)
+        return state
+
     def recall(self, app: str, user: str, query: str, **options: Any) -> dict[str, Any]:
         """Search archived raw turns of the user's other sessions; returns the server's JSON
         ``{"hits": [{"session", "event_id", "role", "content", "timestamp", "score"}]}``.

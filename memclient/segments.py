@@ -8,7 +8,7 @@ decode ``%2F`` or ``%2E`` once more before routing), so an id is refused when it
 (``%2e``, ``%2E%2e``, ``%2f``, ``%252e``, ...). Every other text round-trips: memclient encodes
 each segment with :func:`urllib.parse.quote` (``safe=""``) and the server decodes it once.
 
-The server (``memcore.fields``, its path middleware ``serve_apps.http_paths``) and the client
+The server (``memcore.fields``, its path middleware ``serve_apps.http.paths``) and the client
 (``memclient._protocol``) both import this module; it imports nothing but the standard library,
 so the client installs without the server and the rule still has one home.
 """

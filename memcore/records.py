@@ -3,17 +3,27 @@ jobs, recall hits and archived turns. Pure data, no engine."""
 
 from __future__ import annotations
 
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any, Literal, NamedTuple
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, TypeAdapter
 
-from memcore.model import UserKey
+from memcore.model import OperationType, UserKey
+from memcore.policy.plan import Action
 
 JobStatus = Literal["queued", "running", "done", "failed", "skipped"]
 UNFINISHED: tuple[JobStatus, ...] = ("queued", "running")
 """Statuses of a job that has still to run (or to finish running)."""
 FINISHED: tuple[JobStatus, ...] = ("done", "failed", "skipped")
+JobReason = Literal["memory_off", "archive_only", "nothing_new", "external_context", "checker", "timeout",
+                    "extractor_error", "other"]
+"""Why a job was skipped or failed, as a code (set where the reason is produced; :attr:`JobRecord.reason` keeps
+the English message for people). Metrics label jobs by it (never by the text)."""
+JOB_POLL_S = 0.05
+"""How often :func:`wait_job` asks for a job's state."""
 
 TurnState = Literal["visible", "hidden", "removed"]
 """An archived turn's state: ``hidden`` by a soft delete (kept, but no read path, recall or
@@ -55,6 +65,26 @@ class RecallHit(BaseModel):
     score: float = Field(description="BM25 relevance (higher is better).")
 
 
+class OpResult(BaseModel):
+    """What happened to one proposed operation (an item of :attr:`JobRecord.operations`)."""
+
+    index: int
+    type: OperationType
+    """The proposed type."""
+    status: Literal["applied", "skipped", "failed"]
+    action: Action | None = None
+    """What the policy decided (``add`` for an update turned into an add, ...)."""
+    memory_id: str | None = None
+    """The entry the operation was aimed at (proposed, or chosen by reconcile)."""
+    effective_id: str | None = None
+    """The entry that holds the content afterwards (after id rotation; the duplicate when skipped)."""
+    reason: str | None = None
+    error: str | None = None
+
+
+_OP_RESULTS = TypeAdapter(list[OpResult])
+
+
 class JobRecord(BaseModel):
     """One ingest and what became of it (what ``GET /v1/jobs/{id}`` shows)."""
 
@@ -78,7 +108,9 @@ class JobRecord(BaseModel):
     """The delta bound fixed at ingest: the job extracts the session's unextracted turns that arrived
     up to this arrival number."""
     reason: str | None = None
-    """Why it was skipped or failed."""
+    """Why it was skipped or failed (for people; :attr:`reason_code` says it as a code)."""
+    reason_code: JobReason | None = None
+    """:attr:`reason` as a :data:`JobReason` code (None when there is no reason)."""
     operations: list[dict[str, Any]] = Field(default_factory=list)
     """Per-operation results (index, type, status applied|skipped|failed, action, ids, reason, error)."""
     errors: list[str] = Field(default_factory=list)
@@ -94,3 +126,20 @@ class JobRecord(BaseModel):
     @property
     def finished(self) -> bool:
         return self.status in FINISHED
+
+    @property
+    def results(self) -> list[OpResult]:
+        """:attr:`operations` as typed results (the record keeps them as the JSON the archive stores)."""
+        return _OP_RESULTS.validate_python(self.operations)
+
+
+async def wait_job(job: JobRecord, fetch: Callable[[str], Awaitable[JobRecord]], timeout_s: float,
+                   poll_s: float = JOB_POLL_S) -> JobRecord:
+    """Ask ``fetch(job_id)`` every ``poll_s`` until ``job`` is finished or ``timeout_s`` passed; the last state
+    seen (still unfinished after the timeout). The one loop that waits for a job (the ingress, the Mem0 API
+    and the shard's own waits go through it)."""
+    deadline = time.monotonic() + timeout_s
+    while not job.finished and time.monotonic() < deadline:
+        await asyncio.sleep(poll_s)
+        job = await fetch(job.job_id)
+    return job

@@ -21,11 +21,12 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from memcore.errors import ValidationError
+from memcore.errors import PermissionDeniedError, ValidationError
 from memcore.vocabulary import (
     ADD,
     ALL_TOOLS,
     DEFAULT_POLICY,
+    DEFAULT_PORT,
     DELETE,
     LOAD,
     MAX_TOKENS_LIMIT,
@@ -175,7 +176,7 @@ class HttpSettings(BaseModel):
     """Ingress replicas embed search queries themselves (a small model per replica) instead of
     the shard asking the embedder deployment: one Ray hop fewer on the search path."""
     host: str = "127.0.0.1"
-    port: int = Field(default=8000, ge=1, le=65535)
+    port: int = Field(default=DEFAULT_PORT, ge=1, le=65535)
     max_body_bytes: int = Field(default=1_048_576, ge=1024)
     max_import_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
     """Body limit of ``POST /v1/apps/{app}/import`` (a JSONL backup); every other route has ``max_body_bytes``."""
@@ -281,13 +282,45 @@ class ResolvedPolicy(BaseModel):
     tools: ToolPolicy
     max_tokens: int | None = None
 
+    # The questions every part asks of an app's policy, answered here only.
+    @property
+    def reads(self) -> bool:
+        """Reads (get, read, search, preload, recall) see this app's memory (``off``: they answer empty)."""
+        return self.memory != "off"
+
+    @property
+    def writes(self) -> bool:
+        """Writes of this app are accepted (``off``: refused; deletes and erasure always work)."""
+        return self.memory != "off"
+
+    @property
+    def archives(self) -> bool:
+        """Ingest archives this app's turns and records a job (``off``: nothing is stored)."""
+        return self.memory != "off"
+
+    @property
+    def extracts(self) -> bool:
+        """Archived turns of this app are extracted into memories (``archive_only`` / ``off``: never)."""
+        return self.memory == "on"
+
+    def check_mode(self, mode: ToolMode | str | None) -> None:
+        """A caller that names a tool ``mode`` other than the app's is refused (the mode is a deployment
+        setting): PermissionDeniedError naming ``mode``; None always passes."""
+        if mode is not None and str(mode) != self.tool_mode.value:
+            raise PermissionDeniedError(f"app {self.app!r} runs tools in {self.tool_mode.value} mode (a deployment "
+                                        f"setting), not {mode}", field="mode")
+
+    def default_budget(self, max_tokens: int | None) -> int | None:
+        """The token budget of a search, preload or ``memory_search``: its own, else the app's (or None)."""
+        return max_tokens if max_tokens is not None else self.max_tokens
+
     def enabled_tools(self) -> set[str]:
         """What the extractor may use (the auto mode's enabled set) — in auto mode."""
         return self.tools.enabled_tools(ToolMode.AUTO)
 
     def exposed_tools(self) -> list[str]:
         """What agents of this app see and may run: the exposed tools of its mode (none when memory is off)."""
-        return [] if self.memory == "off" else self.tools.exposed_tools(self.tool_mode)
+        return self.tools.exposed_tools(self.tool_mode) if self.reads else []
 
 
 class Settings(BaseSettings):

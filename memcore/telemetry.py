@@ -8,8 +8,8 @@ so a hook costs one attribute lookup and a no-op call.
 
 Labels are bounded: ``app`` (apps are configuration), ``shard``, route templates, status classes,
 reasons and error kinds. No metric may carry a user id, a session id or any text: :data:`FORBIDDEN`
-names the label keys refused when the table is declared, and :func:`reason_class` maps free-form
-reasons to a fixed set.
+names the label keys refused when the table is declared; a job's reason is labelled by its code
+(:func:`reason_label`), never by its text.
 """
 
 from __future__ import annotations
@@ -171,19 +171,9 @@ def status_class(status: int) -> str:
     return f"{status // 100}xx"
 
 
-_REASONS = (("memory is off", "memory_off"), ("archive_only", "archive_only"), ("no new", "nothing_new"),
-            ("nothing new", "nothing_new"), ("external context", "external_context"), ("checker", "checker"),
-            ("timed out", "timeout"), ("ExtractorError", "extractor_error"))
-
-
-def reason_class(reason: str | None) -> str:
-    """A job's free-form reason as one of a fixed set of label values (never the text itself)."""
-    if not reason:
-        return "none"
-    for needle, label in _REASONS:
-        if needle in reason:
-            return label
-    return "other"
+def reason_label(code: str | None) -> str:
+    """A job's reason code (:data:`memcore.records.JobReason`, set where the reason is produced) as a label."""
+    return code or "none"
 
 
 def error_kind(exc: BaseException) -> str:

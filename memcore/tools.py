@@ -1,4 +1,5 @@
-"""The six memory tools: JSON schemas and execution against a service.
+"""The six memory tools: JSON schemas and execution against a service; and the archive tool
+:data:`memcore.vocabulary.RECALL` (its schema and its arguments' validation, :func:`recall_args`).
 
 Which tools are enabled and exposed per mode is the ``tools`` settings section
 (:class:`memcore.settings.ToolPolicy`); the names are :mod:`memcore.vocabulary`'s.
@@ -6,7 +7,7 @@ Which tools are enabled and exposed per mode is the ``tools`` settings section
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from functools import cache
 from typing import Any, Protocol
@@ -19,15 +20,17 @@ from memcore.model import Entry, Kind, Memory, MemoryPatch, UserKey
 from memcore.relevance import DEFAULT_FLOOR, MAX_RELEVANCE, MIN_RELEVANCE
 from memcore.search_model import SearchHit, SearchOptions
 from memcore.settings import ToolMode, ToolPolicy
-from memcore.validation import validate
+from memcore.validation import check_session, validate
 from memcore.vocabulary import (
     ADD,
     ALL_TOOLS,
     CLEAR,
     DELETE,
     LOAD,
+    MAX_RECALL_RESULTS,
     MAX_TOKENS_LIMIT,
     MIN_RELEVANCE_ARG,
+    RECALL,
     SEARCH,
     UPDATE,
     function_schema,
@@ -79,8 +82,19 @@ SCHEMAS: dict[str, dict[str, Any]] = {
 }
 
 
+RECALL_SCHEMA: dict[str, Any] = {
+    "description": "Search the raw turns of the user's earlier conversations (other sessions), best match first.",
+    "properties": {"query": {"type": "string", "description": "What to look for."},
+                   "session": {"type": "string", "description": "The current session id; its turns are left out."},
+                   "max_results": {"type": "integer", "minimum": 1, "maximum": MAX_RECALL_RESULTS}},
+    "required": ["query"],
+}
+_SPECS: dict[str, dict[str, Any]] = {**SCHEMAS, RECALL: RECALL_SCHEMA}
+
+
 def openai_schema(name: str) -> dict[str, Any]:
-    spec = SCHEMAS[name]
+    """The OpenAI function schema of a memory tool or of :data:`RECALL`."""
+    spec = _SPECS[name]
     return function_schema(name, spec["description"], spec["properties"], spec["required"])
 
 
@@ -109,6 +123,21 @@ def check_arguments(name: str, arguments: Mapping[str, Any]) -> None:
         missing = err.message.split("'")[1] if "'" in err.message else ""
         raise ValidationError(f"{missing or 'an argument'} is required", field=f"arguments.{missing}".rstrip("."))
     raise ValidationError(err.message, field=f"arguments.{path}" if path else "arguments")
+
+
+def recall_args(arguments: Mapping[str, Any]) -> tuple[str, str | None, int]:
+    """``memory_recall``'s (query, session, max_results), checked against its schema (:func:`check_arguments`),
+    then a blank query and the session id rule; a ValidationError names ``arguments.<name>``."""
+    check_arguments(RECALL, arguments)
+    query, session, limit = arguments["query"], arguments.get("session"), arguments.get("max_results", 10)
+    if not query.strip():
+        raise ValidationError("query is required", field="arguments.query")
+    if session is not None:
+        try:
+            session = check_session(session)  # the one session rule
+        except ValidationError as exc:
+            raise ValidationError(str(exc), field="arguments.session") from None
+    return query, session, limit
 
 
 class ToolBackend(Protocol):
@@ -166,17 +195,39 @@ def search_options_from_args(args: Mapping[str, Any]) -> SearchOptions:
     return validate(SearchOptions, data, prefix="arguments.")
 
 
-def _entry_json(e: Entry, score: float | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {"memory_id": e.id, "memory": e.text, "topics": e.topics, "memory_kind": e.kind.value,
-                           "event_time": _iso(e.event_time), "participants": e.participants, "location": e.location,
-                           "updated_at": _iso(e.updated_at)}
+_Get = Callable[[str], Any]
+_ENTRY_FIELDS: dict[str, Callable[[_Get], Any]] = {
+    "memory_id": lambda get: get("id"),
+    "memory": lambda get: get("text"),
+    "topics": lambda get: list(get("topics") or []),
+    "memory_kind": lambda get: getattr(get("kind"), "value", get("kind")),
+    "event_time": lambda get: _iso(get("event_time")),
+    "participants": lambda get: list(get("participants") or []),
+    "location": lambda get: get("location"),
+    "metadata": lambda get: dict(get("metadata") or {}),
+    "updated_at": lambda get: _iso(get("updated_at")),
+}
+TOOL_FIELDS = ("memory_id", "memory", "topics", "memory_kind", "event_time", "participants", "location", "updated_at")
+"""An entry in a tool result (``memory_search``, ``memory_load``)."""
+RESOURCE_FIELDS = ("memory_id", "memory", "memory_kind", "topics", "metadata", "updated_at")
+"""An entry in MCP's newest-memories resource."""
+
+
+def entry_json(entry: Entry | Mapping[str, Any] | object, fields: Sequence[str] = TOOL_FIELDS,
+               score: float | None = None) -> dict[str, Any]:
+    """The one entry-to-JSON function of the agent-facing shapes: ``fields`` (:data:`TOOL_FIELDS`,
+    :data:`RESOURCE_FIELDS`) of an :class:`Entry` (or any object with its field names, such as
+    memclient's), or of the HTTP API's JSON of one (a mapping), plus ``score`` when given. The HTTP
+    API's own shape is the entry's model dump."""
+    get: _Get = entry.get if isinstance(entry, Mapping) else (lambda k: getattr(entry, k, None))
+    out = {name: _ENTRY_FIELDS[name](get) for name in fields}
     if score is not None:
         out["score"] = round(score, 6)
     return out
 
 
 def _hit_json(h: SearchHit) -> dict[str, Any]:
-    out = _entry_json(h.entry, h.score)
+    out = entry_json(h.entry, score=h.score)
     if h.relevance is not None:
         out["relevance"] = round(h.relevance, 6)
     if h.cut:
@@ -184,8 +235,8 @@ def _hit_json(h: SearchHit) -> dict[str, Any]:
     return out
 
 
-def _iso(t: datetime | None) -> str | None:
-    return t.isoformat() if t else None
+def _iso(t: datetime | str | None) -> str | None:
+    return t.isoformat() if isinstance(t, datetime) else t
 
 
 def execute(
@@ -216,7 +267,7 @@ def execute(
         if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 100:
             raise ValidationError("limit must be an integer from 1 to 100", field="arguments.limit")
         entries = backend.read(key, limit)
-        return {"results": [_entry_json(e) for e in entries], "count": len(entries)}
+        return {"results": [entry_json(e) for e in entries], "count": len(entries)}
     if name == DELETE:
         mid = _require_id(arguments)
         backend.delete(key, mid)

@@ -18,6 +18,9 @@ ADD, UPDATE, SEARCH, LOAD, DELETE, CLEAR = (
 )
 ALL_TOOLS: tuple[str, ...] = (ADD, UPDATE, SEARCH, LOAD, DELETE, CLEAR)
 """The six memory tools, in the order they are listed to an agent."""
+RECALL = "memory_recall"
+"""The archive tool: search the raw turns of the user's other sessions (not one of :data:`ALL_TOOLS`, which
+run against memories; MCP lists it after them)."""
 EXTRACTION_TOOLS: tuple[str, ...] = (ADD, UPDATE, DELETE, CLEAR)
 """The tools an extractor may call: each proposes one operation (:data:`TOOL_OPERATIONS`)."""
 EPISODE_TOOL = "assistant_episode"
@@ -49,9 +52,15 @@ DEFAULT_POLICY: PolicyName = "merge_similar"
 # ------------------------------------------------------------------ search
 KeywordQuery = Literal["raw", "content"]
 """What BM25 searches: the query as given, or its content words (no stop or question words)."""
+MAX_RECALL_RESULTS = 100
+"""The most archived turns one session recall returns (HTTP, MCP and the shard check it)."""
 MIN_RELEVANCE_ARG = "min_relevance"
 """The option of ``memory_search`` (and of preload) that keeps only hits at least this relevant
 (:mod:`memcore.relevance`: the query/memory cosine, -1..1); a search's ``similarity_threshold``."""
+
+# ------------------------------------------------------------------ HTTP
+DEFAULT_PORT = 8000
+"""The HTTP port of the service unless ``http.port`` says otherwise (``memctl`` and the settings use it)."""
 
 # ------------------------------------------------------------------ verbatim extraction
 # ---------------------------------------------------------- token budgets

@@ -1,7 +1,7 @@
 """What the route modules share: path parameters, the documented error responses, the attached
 backend and settings, the typed shard client, JSON and header helpers. Public names only; the
-route modules (:mod:`serve_apps.http_app`, :mod:`serve_apps.http_ingest`,
-:mod:`serve_apps.http_backup`, :mod:`serve_apps.http_erasure`) import from here and never from each other.
+route modules (:mod:`serve_apps.http.app`, :mod:`serve_apps.http.ingest`,
+:mod:`serve_apps.http.backup`, :mod:`serve_apps.http.erasure`) import from here and never from each other.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from actors.shard_client import ShardClient
 from memcore.errors import StoreError
 from memcore.fields import MAX_ID_CHARS
 from memcore.settings import Settings
-from serve_apps.http_models import ErrorBody
+from serve_apps.http.models import ErrorBody
 
 SEQ_HEADER = "X-Memcluster-Seq"
 TIMING_HEADER = "Server-Timing"
@@ -55,7 +55,7 @@ def errors(*extra: int) -> dict[int | str, dict[str, Any]]:
 
 
 def state(request: Request) -> tuple[ShardBackend, Settings]:
-    """The backend and settings :func:`serve_apps.http_access.attach` gave the app (503 until then)."""
+    """The backend and settings :func:`serve_apps.http.access.attach` gave the app (503 until then)."""
     backend = getattr(request.app.state, "backend", None)
     settings = getattr(request.app.state, "settings", None)
     if backend is None or settings is None:

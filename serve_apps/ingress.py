@@ -1,4 +1,4 @@
-"""The HTTP ingress deployment: the FastAPI app of :mod:`serve_apps.http_app` over the shard actors."""
+"""The HTTP ingress deployment: the FastAPI app of :mod:`serve_apps.http.app` over the shard actors."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from actors.router import RayShardBackend
 from memcore.factory import build_embedder
 from memcore.settings import Settings
 from serve_apps.embedder import DEPLOYMENT_NAME as EMBEDDER_NAME
-from serve_apps.http_app import attach, create_app
+from serve_apps.http.app import attach, create_app
 
 
 class IngressDeployment:

@@ -1,6 +1,10 @@
 """HTTP telemetry: a pure ASGI middleware that records each request by route *template* (never the
-concrete path, which holds the user id) and status class, the search parts of the ``Server-Timing``
-header, and one structured JSON log line per request.
+concrete path, which holds the user id) and status class, a search's parts (the same figures as its
+``Server-Timing`` header) and its hit and token counts, and one structured JSON log line per request.
+
+A search route hands its figures over as a :class:`SearchReport` in the request's state
+(:func:`report_search`): the middleware neither parses the ``Server-Timing`` header nor captures the
+response body.
 
 The app label is the path's ``{app}`` when it is configured (an API key or a policy names it),
 else ``other``: labels stay bounded whatever clients send. With the recorder off (a plain process, or
@@ -13,15 +17,38 @@ import json
 import logging
 import time
 import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
+from starlette.requests import Request
+
 from memcore import telemetry, tracing
-from serve_apps.deps import TIMING_HEADER
 
 Scope = dict[str, Any]
 log = logging.getLogger(__name__)
-SEARCH_ROUTES = frozenset({"/v1/apps/{app}/users/{user}/memories/search"})
 REQUEST_ID = "x-request-id"
+_REPORT = "memcluster.search_report"
+"""Key of a search's :class:`SearchReport` in the request's state (``scope["state"]``)."""
+
+
+@dataclass(frozen=True)
+class SearchReport:
+    """What a search route tells the middleware: its parts in ms and the hits as the shard encoded them
+    (a JSON array; counted off the request path)."""
+
+    parts_ms: Mapping[str, float]
+    hits_json: bytes
+
+
+def server_timing(parts_ms: Mapping[str, float]) -> str:
+    """A ``Server-Timing`` value: ``name;dur=ms, ...``."""
+    return ", ".join(f"{name};dur={ms:.2f}" for name, ms in parts_ms.items())
+
+
+def report_search(request: Request, report: SearchReport) -> None:
+    """Hand ``report`` to :class:`ObservabilityMiddleware` (a successful search only)."""
+    request.scope.setdefault("state", {})[_REPORT] = report
 
 
 def route_template(scope: Scope) -> str:
@@ -42,28 +69,16 @@ def known_apps(app: Any) -> frozenset[str]:
     return frozenset(settings.api_keys) | frozenset(settings.memory.apps)
 
 
-def parse_timing(value: str) -> dict[str, float]:
-    """``name;dur=ms, ...`` → ``{name: ms}``."""
-    out: dict[str, float] = {}
-    for part in value.split(","):
-        name, _, rest = part.strip().partition(";dur=")
-        try:
-            out[name] = float(rest)
-        except ValueError:
-            continue
-    return out
-
-
-def _hits_and_tokens(body: bytes) -> tuple[int, int]:
+def _hits_and_tokens(hits_json: bytes) -> tuple[int, int]:
     try:
-        hits = json.loads(body).get("hits") or []
-    except (ValueError, AttributeError):
+        hits = json.loads(hits_json) or []
+    except ValueError:
         return 0, 0
     return len(hits), sum(len(str((h.get("entry") or h).get("text", "")).split()) for h in hits)
 
 
-def _observe_hits(body: bytes, app: str) -> None:
-    hits, tokens = _hits_and_tokens(body)
+def _observe_hits(hits_json: bytes, app: str) -> None:
+    hits, tokens = _hits_and_tokens(hits_json)
     telemetry.observe("memcluster_search_hits", float(hits), app=app)
     telemetry.observe("memcluster_search_tokens", float(tokens), app=app)
 
@@ -80,18 +95,14 @@ class ObservabilityMiddleware:
         t0 = time.perf_counter()
         headers = dict(scope.get("headers") or [])
         request_id = headers.get(REQUEST_ID.encode(), b"").decode("latin-1") or uuid.uuid4().hex
-        box: dict[str, Any] = {"status": 500, "timing": None, "body": []}
+        box: dict[str, Any] = {"status": 500}
         recording = getattr(telemetry.recorder(), "enabled", False)
+        scope.setdefault("state", {})  # shared with the request's state, where a search leaves its report
 
         async def sending(message: dict[str, Any]) -> None:
             if message["type"] == "http.response.start":
                 box["status"] = int(message["status"])
-                for k, v in message.get("headers") or []:
-                    if k.lower() == TIMING_HEADER.lower().encode():
-                        box["timing"] = v.decode("latin-1")
                 message.setdefault("headers", []).append((REQUEST_ID.encode(), request_id.encode("latin-1")))
-            elif message["type"] == "http.response.body" and recording and box["timing"] is not None:
-                box["body"].append(message.get("body", b""))
             await send(message)
 
         with tracing.span("http.request", http__request__method=scope.get("method")) as span:
@@ -121,9 +132,10 @@ class ObservabilityMiddleware:
                             status_class=telemetry.status_class(status))
             telemetry.observe("memcluster_http_request_duration_ms", seconds * 1e3, app=app, route=route,
                               method=method)
-            if route in SEARCH_ROUTES and box["timing"] and status < 400:
-                for part, ms in parse_timing(box["timing"]).items():
+            report = (scope.get("state") or {}).get(_REPORT)
+            if isinstance(report, SearchReport) and status < 400:
+                for part, ms in report.parts_ms.items():
                     telemetry.observe("memcluster_search_part_duration_ms", ms, app=app, part=part)
-                telemetry.defer(lambda: _observe_hits(b"".join(box["body"]), app))  # parsed off the request path
+                telemetry.defer(lambda: _observe_hits(report.hits_json, app))  # counted off the request path
         telemetry.log_event("request", request_id=request_id, app=app, route=route, method=method, status=status,
                             duration_ms=round(seconds * 1e3, 2))

@@ -15,7 +15,7 @@ from starlette.requests import Request
 
 from memcore.errors import PermissionDeniedError, ValidationError
 from memcore.validation import make_key
-from serve_apps.http_access import granted_apps
+from serve_apps.http.access import granted_apps
 
 APP_HEADER = "X-Memcluster-App"
 USER_HEADER = "X-Memcluster-User"

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import os
+import random
 import socket
 from collections.abc import Iterator
 from typing import Any
@@ -41,10 +43,31 @@ def minilm():  # type: ignore[no-untyped-def]
     return MiniLMEmbedder()
 
 
+TEST_PORTS = range(20000, 32000)
+"""Where :func:`free_port` looks: above Ray's worker ports (10002-19999) and below Linux's ephemeral range
+(32768-60999), where every ``bind(0)`` lands, Ray's own port-zero GCS included. A port taken from the
+ephemeral range can be handed to a port-zero GCS the moment the test releases it, and gRPC binds with
+SO_REUSEPORT: two GCS servers then share the port and a client reaches the wrong cluster."""
+PORTS_PER_WORKER = 2000
+"""Each pytest-xdist worker draws from its own slice of :data:`TEST_PORTS` (``gw0`` the first one)."""
+_next_port = itertools.count(random.randrange(PORTS_PER_WORKER))
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A port free on every interface now, from this worker's slice of :data:`TEST_PORTS`; successive calls
+    walk the slice, so a port handed out and not yet bound is not handed out again soon."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    index = int(worker[2:]) if worker[2:].isdigit() else 0
+    base = TEST_PORTS.start + (index * PORTS_PER_WORKER) % len(TEST_PORTS)
+    for _ in range(PORTS_PER_WORKER):
+        port = base + next(_next_port) % PORTS_PER_WORKER
+        with socket.socket() as s:
+            try:
+                s.bind(("", port))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError(f"no free port in {base}..{base + PORTS_PER_WORKER - 1}")
 
 
 @pytest.fixture(scope="session")

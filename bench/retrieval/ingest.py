@@ -190,7 +190,7 @@ def ingest_backfill(
 
     from actors.router import RayShardBackend
     from bench.harness.local_ray import start_ray
-    from jobs import common, locomo
+    from jobs import locomo
     from jobs.backfill import BackfillOptions, Source, run_backfill
     from memcore.ids import shard_of
     from memcore.settings import Settings
@@ -213,7 +213,6 @@ def ingest_backfill(
                 ray.get(h.close.remote(), timeout=60)
             finally:
                 ray.kill(h, no_restart=True)
-        common.forget_handles(namespace)
         tmp.cleanup()
         if started:
             ray.shutdown()

@@ -268,8 +268,14 @@ class MemclusterStore(BaseStore):
                     updated_at=entry.updated_at)
 
     @staticmethod
-    def _stored(entry: Entry) -> bool:
+    def stored(entry: Entry) -> bool:
+        """Whether ``entry`` is an item this store wrote (its mark, caller key and item key)."""
         return entry.metadata.get(MARK) is True and entry.key is not None and KEY in entry.metadata
+
+    @staticmethod
+    def path_of(entry: Entry) -> tuple[str, ...]:
+        """The item path of a stored entry (its caller key without the item key)."""
+        return tuple(json.loads(entry.key or "[]")[:-1])
 
     def page(self, scope: Scope, op: SearchOp, hits: Sequence[SearchHit] | None,
              entries: Sequence[Entry] | None) -> list[tuple[Entry, float | None]]:
@@ -282,12 +288,12 @@ class MemclusterStore(BaseStore):
             found = [(e, None) for e in entries or ()]
         prefix = tuple(op.namespace_prefix)
         chosen = [(e, s) for e, s in found
-                  if self._stored(e) and self._namespace_of(scope, e)[: len(prefix)] == prefix
+                  if self.stored(e) and self._namespace_of(scope, e)[: len(prefix)] == prefix
                   and _matches_filter(e.metadata.get(VALUE) or {}, op.filter)]
         return chosen[op.offset: op.offset + op.limit]
 
     def _namespace_of(self, scope: Scope, entry: Entry) -> tuple[str, ...]:
-        return self.namespace(scope, tuple(json.loads(entry.key or "[]")[:-1]))
+        return self.namespace(scope, self.path_of(entry))
 
     def search_items(self, scope: Scope, chosen: Sequence[tuple[Entry, float | None]]) -> list[SearchItem]:
         out = [self.item(scope, e, s, search=True) for e, s in chosen]
@@ -313,7 +319,7 @@ class MemclusterStore(BaseStore):
     def namespaces(self, scope: Scope, op: ListNamespacesOp, entries: Sequence[Entry]) -> list[tuple[str, ...]]:
         seen: set[tuple[str, ...]] = set()
         for e in entries:
-            if self._stored(e):
+            if self.stored(e):
                 ns = self._namespace_of(scope, e)
                 if all(_does_match(c, ns) for c in op.match_conditions or ()):
                     seen.add(ns[: op.max_depth] if op.max_depth is not None else ns)
@@ -327,7 +333,7 @@ class MemclusterStore(BaseStore):
 
     def _find(self, mc: MemoryClient, scope: Scope, key: str) -> Entry | None:
         found = mc.read(scope.app, scope.user, 2, metadata_filter=self.item_filter(scope, key))
-        return next((e for e in found if self._stored(e)), None)
+        return next((e for e in found if self.stored(e)), None)
 
     def _refresh(self, mc: MemoryClient, scope: Scope, entries: Sequence[Entry]) -> list[Entry]:
         out = []
@@ -386,7 +392,7 @@ class MemclusterStore(BaseStore):
 
     async def _afind(self, mc: AsyncMemoryClient, scope: Scope, key: str) -> Entry | None:
         found = await mc.read(scope.app, scope.user, 2, metadata_filter=self.item_filter(scope, key))
-        return next((e for e in found if self._stored(e)), None)
+        return next((e for e in found if self.stored(e)), None)
 
     async def _arefresh(self, mc: AsyncMemoryClient, scope: Scope, entries: Sequence[Entry]) -> list[Entry]:
         out = []

@@ -38,7 +38,6 @@ trpc session id to its latest failure (field and message), until a later store o
 
 from __future__ import annotations
 
-import asyncio
 from datetime import UTC, datetime
 from typing import Any
 
@@ -141,15 +140,8 @@ class MemclusterMemoryService(BaseMemoryService):
             raise
         self.errors.pop(session.id, None)
         self.jobs[session.id] = job_id
-        if self.wait_s > 0:
-            await self._wait(job_id)
-
-    async def _wait(self, job_id: str) -> None:
-        deadline = asyncio.get_running_loop().time() + self.wait_s
-        while not (await self.client.job(job_id)).finished:
-            if asyncio.get_running_loop().time() > deadline:
-                raise TimeoutError(f"ingest job {job_id} did not finish within {self.wait_s} s")
-            await asyncio.sleep(0.05)
+        if self.wait_s > 0 and not (await self.client.wait_job(job_id, self.wait_s)).finished:
+            raise TimeoutError(f"ingest job {job_id} did not finish within {self.wait_s} s")
 
     async def search_memory(self, key: str, query: str, limit: int = 10,
                             agent_context: AgentContext | None = None) -> SearchMemoryResponse:

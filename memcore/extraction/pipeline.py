@@ -32,9 +32,10 @@ from memcore.extraction.episodes import EpisodeResult
 from memcore.extraction.events import Event, build_query, cursor_of
 from memcore.fields import now_utc, utc
 from memcore.model import Entry, Operation, UserKey
-from memcore.policy.apply import OpResult, apply_operations
+from memcore.policy.apply import apply_operations
 from memcore.ports import Extractor
 from memcore.provenance import cite
+from memcore.records import OpResult
 from memcore.search_model import SearchOptions
 from memcore.service import MemoryService
 from memcore.vocabulary import DEFAULT_POLICY, PolicyName

@@ -16,15 +16,14 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Sequence
 from typing import Literal
 
-from pydantic import BaseModel
-
 from memcore import tracing
 from memcore.errors import MemoryServiceError, NotFoundError, ValidationError
 from memcore.ids import memory_id
-from memcore.model import Entry, Memory, Operation, OperationType, UserKey
+from memcore.model import Entry, Memory, Operation, UserKey
 from memcore.policy import append_only, merge_similar, preserve_history
-from memcore.policy.plan import Action, Plan, Store
+from memcore.policy.plan import Plan, Store
 from memcore.policy.reconcile import search_candidates
+from memcore.records import OpResult
 from memcore.search_model import SearchHit
 from memcore.service import MemoryService
 from memcore.vocabulary import DEFAULT_POLICY
@@ -35,23 +34,6 @@ PLANNERS: dict[str, Callable[[Operation, Store], Plan]] = {
     "append_only": append_only.plan,
     "preserve_history": preserve_history.plan,
 }
-
-
-class OpResult(BaseModel):
-    """What happened to one proposed operation."""
-
-    index: int
-    type: OperationType
-    """The proposed type."""
-    status: Literal["applied", "skipped", "failed"]
-    action: Action | None = None
-    """What the policy decided (``add`` for an update turned into an add, ...)."""
-    memory_id: str | None = None
-    """The entry the operation was aimed at (proposed, or chosen by reconcile)."""
-    effective_id: str | None = None
-    """The entry that holds the content afterwards (after id rotation; the duplicate when skipped)."""
-    reason: str | None = None
-    error: str | None = None
 
 
 class ServiceStore:

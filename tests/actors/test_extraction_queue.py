@@ -72,7 +72,7 @@ def test_whole_session_resent_extracts_only_the_delta(make_core: MakeCore) -> No
     assert second.cursor == T0 + timedelta(minutes=3) == core.archive.sessions.last_extract_at(A, "s1")
     assert provenance(core) == [["s1/e0"], ["s1/e1"], ["s1/e2"], ["s1/e3"]]
     again = core.ingest(A, "s1", turns(4))
-    assert again.status == "skipped" and "no new" in (again.reason or "")
+    assert again.status == "skipped" and "no new" in (again.reason or "") and again.reason_code == "nothing_new"
     assert len(core.read(A)) == 4
 
 
@@ -131,6 +131,7 @@ def test_declining_checker_is_a_no_op(make_core: MakeCore, scripted_llm: Scripte
     core = make_core(**extractor_settings(scripted_llm.base_url, policy="append_only"), message_threshold=2)
     skipped = core.ingest(A, "s1", turns(2, text="token-{i}"))
     assert skipped.status == "skipped" and "checker declined" in (skipped.reason or "")
+    assert skipped.reason_code == "checker"
     assert core.job(skipped.job_id).status == "skipped"
     assert scripted_llm.requests == [] and core.read(A) == [] and core.archive.sessions.last_extract_at(A, "s1") is None
     scripted_llm.push(remember_tokens)
@@ -157,6 +158,7 @@ def test_sessions_with_external_context_are_skipped(make_core: MakeCore) -> None
            *turns(1, start=1)]
     job = core.ingest(A, "rag", rag)
     assert job.status == "skipped" and "external context" in (job.reason or "")
+    assert job.reason_code == "external_context"
     assert core.read(A) == [] and core.archive.sessions.last_extract_at(A, "rag") is None
     assert [e.id for e in core.archive.events.read(A, "rag")] == ["e0", "e1"]  # still archived for recall
     assert done(core, core.ingest(A, "plain", turns(2, prefix="p"))).status == "done"
@@ -241,6 +243,7 @@ def test_extractor_500_fails_and_keeps_the_cursor(make_core: MakeCore, scripted_
     scripted_llm.push(Reply(status=500, body={"error": {"message": "boom", "type": "server_error"}}))
     failed = done(core, core.ingest(A, "s1", turns(2, text="token-{i}")))
     assert failed.status == "failed" and "HTTP 500" in (failed.reason or "") and failed.errors
+    assert failed.reason_code == "extractor_error"
     assert failed.cursor is None and core.archive.sessions.last_extract_at(A, "s1") is None and core.read(A) == []
     scripted_llm.push(remember_tokens)
     retried = done(core, core.ingest(A, "s1", turns(3, text="token-{i}")))  # the retry covers the old turns
@@ -253,7 +256,7 @@ def test_extractor_timeout_fails_and_keeps_the_cursor(make_core: MakeCore, scrip
     core = make_core(**extractor_settings(scripted_llm.base_url), job_timeout_s=0.5)
     scripted_llm.push(Reply(tool_calls=(tool_call("memory_add", {"memory": "too late"}),), delay=2.0))
     failed = done(core, core.ingest(A, "s1", turns(2)))
-    assert failed.status == "failed" and "timed out" in (failed.reason or "")
+    assert failed.status == "failed" and "timed out" in (failed.reason or "") and failed.reason_code == "timeout"
     assert failed.cursor is None and core.read(A) == []
     time.sleep(1.6)  # the late answer arrives and changes nothing
     assert core.read(A) == [] and core.archive.sessions.last_extract_at(A, "s1") is None

@@ -104,7 +104,7 @@ def test_switch_waits_for_writes_in_progress_and_holds_new_ones(core: ShardCore)
     entered = threading.Event()
 
     def slow_write() -> None:
-        with core._writing(BOB):
+        with core.ctx.writing(BOB):
             entered.set()
             release.wait(5)
             core.service.add(BOB, {"text": "written while the switch waits"})

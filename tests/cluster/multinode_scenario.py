@@ -242,13 +242,10 @@ def deploy_serve(settings: Any) -> str:
     serve.run(build_app({"settings": app_settings, "ingress_num_cpus": 0.05, "embedder_num_cpus": 0.05}),
               name="memcluster", route_prefix="/")
     base = f"http://127.0.0.1:{port}"
-    import httpx
+    from cluster.deploy import wait_ready
 
-    deadline = time.monotonic() + 120
-    while httpx.get(f"{base}/readyz", timeout=10).status_code != 200:
-        if time.monotonic() > deadline:
-            raise TimeoutError("Serve app not ready")
-        time.sleep(0.5)
+    if wait_ready(base, 120, interval=0.5) is None:
+        raise TimeoutError("Serve app not ready")
     return base
 
 

@@ -179,6 +179,16 @@ def test_down_stops_only_its_own_cluster(pair: tuple[Cluster, Cluster]) -> None:
     assert neighbour.answers()
 
 
+def describe(pid: int, tag: str) -> str:
+    """A left-over process for a failure message: its command line, state, parent, whether it has the tag."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        tagged = tag.encode() in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError as exc:
+        return f"{pid}: {exc}"
+    return f"{pid} {command_line(pid)[:3]} state={stat[0]} ppid={stat[1]} tagged={tagged}"
+
+
 def test_down_with_a_dead_head_is_bounded_and_clears_its_state(pair: tuple[Cluster, Cluster]) -> None:
     _, neighbour = pair
     tag = f"MEMCLUSTER_RAY_TAG={neighbour.state()['ray_tag']}"
@@ -192,6 +202,6 @@ def test_down_with_a_dead_head_is_bounded_and_clears_its_state(pair: tuple[Clust
     assert down.returncode == 0, down.stdout + down.stderr
     assert took < DOWN_BOUND_S, (took, down.stdout + down.stderr)
     assert not neighbour.state_file.exists()
-    assert neighbour.processes() == [], [command_line(p) for p in neighbour.processes()]
+    assert neighbour.processes() == [], [describe(p, tag) for p in neighbour.processes()]
     again = memctl("down", env=neighbour.env)
     assert again.returncode == 0 and "memctl up" in one_line(again)

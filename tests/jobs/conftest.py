@@ -54,7 +54,6 @@ class Cluster:
                 pass
             finally:
                 self.ray.kill(h, no_restart=True)
-        common.forget_handles(self.settings.namespace)
         try:  # a job run in this namespace left its detached metrics actor: one per test namespace is a leak
             self.ray.kill(self.ray.get_actor(common.DATA_METRICS_ACTOR, namespace=self.settings.namespace))
         except ValueError:

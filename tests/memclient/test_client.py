@@ -42,7 +42,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     from actors.backend import LocalShardBackend
     from memcore.settings import Settings
     from memcore.stores.embedders import HashingEmbedder
-    from serve_apps.http_app import attach, create_app
+    from serve_apps.http.app import attach, create_app
 
     settings = Settings(data_dir=tmp_path_factory.mktemp("memclient"), shards=2,
                         api_keys={APP: KEY, OTHER_APP: OTHER_KEY})
@@ -363,6 +363,40 @@ async def test_async_auto_memory_methods() -> None:
         job_id = (await mc.ingest(APP, "u 1", "s 1", _EVENTS)).job_id
         job, recalled = await mc.job(job_id), await mc.recall(APP, "u 1", "hello", max_results=3)
         _check_auto_memory_calls(stub, job_id, job, recalled)
+
+
+class _JobStates:
+    """A job that is ``running`` for the first ``running`` polls, then ``done`` (its polls are counted)."""
+
+    def __init__(self, running: int) -> None:
+        self.running, self.polls = running, 0
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        assert request.method == "GET" and request.url.path == "/v1/jobs/job-1"
+        self.polls += 1
+        status = "running" if self.polls <= self.running else "done"
+        return httpx.Response(200, json={"job_id": "job-1", "status": status})
+
+
+def test_wait_job_polls_until_the_job_is_finished() -> None:
+    states = _JobStates(running=2)
+    with MemoryClient(api_key=KEY, transport=httpx.MockTransport(states)) as mc:
+        job = mc.wait_job("job-1", timeout=10)
+    assert job.finished and job.status == "done" and states.polls == 3
+
+
+async def test_async_wait_job_returns_the_unfinished_job_after_the_timeout() -> None:
+    states = _JobStates(running=10**6)
+    async with AsyncMemoryClient(api_key=KEY, transport=httpx.MockTransport(states)) as mc:
+        job = await mc.wait_job("job-1", timeout=0.2)
+    assert not job.finished and job.status == "running" and 2 <= states.polls < 100
+
+
+def test_wait_job_waits_for_a_real_ingest_job(client: MemoryClient) -> None:
+    job = client.ingest(APP, "waiter", "s1", _EVENTS)
+    final = client.wait_job(job.job_id, timeout=30)
+    assert final.job_id == job.job_id and final.finished and final.status == "done"
+    assert final.data["counts"]["events"] == 1
 
 
 # ---------------------------------------------------------------------------- packaging

@@ -94,6 +94,36 @@ def test_memory_search_filters_by_topics(service: MemoryService) -> None:
         tools.execute(service, A, "memory_search", {"query": "q", "topics": "travel"}, enabled=enabled)
 
 
+def test_recall_is_in_the_vocabulary_with_its_validator() -> None:
+    from memcore.vocabulary import MAX_RECALL_RESULTS, RECALL
+
+    params = tools.openai_schema(RECALL)["function"]["parameters"]
+    assert params["required"] == ["query"] and params["additionalProperties"] is False
+    assert params["properties"]["max_results"]["maximum"] == MAX_RECALL_RESULTS
+    assert tools.recall_args({"query": "cat", "session": "s1", "max_results": 3}) == ("cat", "s1", 3)
+    assert tools.recall_args({"query": "cat"}) == ("cat", None, 10)
+    for bad, field in (({"query": " "}, "arguments.query"), ({}, "arguments.query"),
+                       ({"query": "x", "max_results": 0}, "arguments.max_results"),
+                       ({"query": "x", "max_results": True}, "arguments.max_results"),
+                       ({"query": "x", "session": "a/b"}, "arguments.session"), ({"query": "x", "k": 1}, "arguments")):
+        with pytest.raises(ValidationError) as info:
+            tools.recall_args(bad)
+        assert info.value.field == field, bad
+
+
+def test_entry_json_shapes(service: MemoryService) -> None:
+    e = service.add(A, {"text": "likes tea", "topics": ["drinks"], "metadata": {"k": "v"}})
+    tool = tools.entry_json(e, score=0.1234567)
+    assert list(tool) == [*tools.TOOL_FIELDS, "score"]
+    assert tool["memory_id"] == e.id and tool["memory"] == "likes tea" and tool["memory_kind"] == "fact"
+    assert tool["score"] == 0.123457 and tool["updated_at"] == e.updated_at.isoformat()
+    resource = tools.entry_json(e, tools.RESOURCE_FIELDS)
+    assert resource == {"memory_id": e.id, "memory": "likes tea", "memory_kind": "fact", "topics": ["drinks"],
+                        "metadata": {"k": "v"}, "updated_at": e.updated_at.isoformat()}
+    dumped = e.model_dump(mode="json")  # the HTTP API's JSON of it: its strings are passed on as they are
+    assert tools.entry_json(dumped, tools.RESOURCE_FIELDS) == {**resource, "updated_at": dumped["updated_at"]}
+
+
 def test_memory_search_min_relevance(service: MemoryService) -> None:
     from memcore.vocabulary import MIN_RELEVANCE_ARG
 

@@ -1,4 +1,4 @@
-"""A live HTTP server of :mod:`serve_apps.http_app`: uvicorn on 127.0.0.1 (ephemeral port) in a thread.
+"""A live HTTP server of :mod:`serve_apps.http.app`: uvicorn on 127.0.0.1 (ephemeral port) in a thread.
 
 Fixtures:
 
@@ -27,7 +27,7 @@ from fastapi import FastAPI
 
 from actors.backend import LocalShardBackend
 from memcore.settings import HttpSettings, Settings
-from serve_apps.http_app import attach, create_app
+from serve_apps.http.app import attach, create_app
 
 AUTH_KEYS = {"app-a": "key-for-app-a-0123456789", "app-b": "key-for-app-b-9876543210"}
 MAX_BODY = 65_536
@@ -45,13 +45,15 @@ class Served:
 
 
 @contextmanager
-def run_app(app: FastAPI) -> Iterator[str]:
-    """Serve ``app`` with uvicorn in a background thread; yields the base URL."""
+def run_app(app: FastAPI, **options: Any) -> Iterator[str]:
+    """Serve ``app`` with uvicorn in a background thread (``options``: uvicorn's, over quiet defaults);
+    yields the base URL."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off"))
+    server = uvicorn.Server(uvicorn.Config(app, **{"log_level": "warning", "access_log": False, "lifespan": "off",
+                                                   **options}))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name=f"uvicorn-{port}", daemon=True)
     thread.start()
     deadline = time.monotonic() + 20

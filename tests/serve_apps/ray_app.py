@@ -4,28 +4,19 @@ the app and kill its detached shard actors."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import httpx
+from cluster import deploy
 
 
 def wait_ready(base: str, timeout: float = 120.0) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            r = httpx.get(f"{base}/readyz", timeout=5)
-            if r.status_code == 200:
-                return dict(r.json())
-            last = r.text
-        except httpx.HTTPError as exc:
-            last = exc
-        time.sleep(0.5)
-    raise AssertionError(f"not ready: {last}")
+    """``/readyz``'s body once it is ready (:func:`cluster.deploy.wait_ready`); fails the test after ``timeout``."""
+    ready = deploy.wait_ready(base, timeout, interval=0.5)
+    assert ready is not None, f"{base} not ready after {timeout} s: {deploy.readyz(base)}"
+    return ready
 
 
 @contextmanager

@@ -105,7 +105,7 @@ def test_apps_and_users_are_isolated(cluster: dict[str, Any]) -> None:
 
 def test_100_concurrent_writes_for_one_user_in_order(cluster: dict[str, Any]) -> None:
     async def run() -> list[httpx.Response]:
-        async with httpx.AsyncClient(headers=_auth("app2"), timeout=60) as h:
+        async with httpx.AsyncClient(headers=_auth("app2"), timeout=180) as h:
             return await asyncio.gather(*(
                 h.post(_url(cluster, "app2", "frank", "/memories"), json={"text": f"write number {i}"})
                 for i in range(100)

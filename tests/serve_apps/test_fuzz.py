@@ -37,7 +37,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memcore.vocabulary import ALL_TOOLS
-from serve_apps.http_app import create_app
+from serve_apps.http.app import create_app
 from tests.serve_apps.conftest import AUTH_KEYS, Served
 
 APP = "app-a"

@@ -346,6 +346,7 @@ def test_reextract_generation_switch_behind_the_collection_alias(
     """The job's shard steps (begin, replay, switch) run on each shard; the job's server steps (alias, drop)
     run as in :mod:`jobs.reextract`. Afterwards the alias names the generation, and a new cluster (no
     pointer files, no keyword indexes) serves it."""
+    from actors.shard_client import SyncShardClient
     from jobs import reextract
 
     settings = server_settings(tmp_path / "gens", collection="gens")
@@ -381,8 +382,7 @@ def test_reextract_generation_switch_behind_the_collection_alias(
         with pytest.raises(StoreError):
             reextract._server_collection(settings, 2, "alias")
         # memctl reextract --drop-generation 1: shards drop theirs, the collection goes, the alias takes the name
-        monkeypatch.setattr(reextract, "shard_handles", lambda s: cores)
-        monkeypatch.setattr(reextract, "_call_all", lambda hs, m, *a: [getattr(h, m)(*a) for h in hs])
+        monkeypatch.setattr(reextract, "cluster_shards", lambda s: SyncShardClient(served.backend))
         reextract.run_drop(settings, 1, log=lambda _: None)
         assert alias_target(qdrant, "gens") == "gens_g2"
         assert qdrant.count("gens").count == qdrant.count("gens_g2").count  # the alias reads generation 2

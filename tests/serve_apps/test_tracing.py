@@ -34,7 +34,7 @@ def traced(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[tuple[Memo
     from actors.backend import LocalShardBackend
     from memcore.settings import Settings
     from memcore.stores.embedders import HashingEmbedder
-    from serve_apps.http_app import attach, create_app
+    from serve_apps.http.app import attach, create_app
 
     exporter = InMemorySpanExporter()
     provider = TracerProvider()

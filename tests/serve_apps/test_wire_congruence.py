@@ -8,11 +8,11 @@ import inspect
 import typing
 
 from actors.shard import LOCAL, READS, WRITES, ShardCore
-from actors.shard_client import ShardClient
+from actors.shard_client import ShardClient, SyncShardClient
 from memclient import AsyncMemoryClient, MemoryClient
 from memcore.records import JobRecord, RecallHit
 from memcore.search_model import SearchOptions
-from serve_apps.http_models import JobModel, RecallResponse, SearchRequest
+from serve_apps.http.models import JobModel, RecallResponse, SearchRequest
 
 
 def _fields(model: type) -> dict[str, object]:
@@ -55,9 +55,17 @@ def test_the_read_write_split_covers_shard_core_exactly() -> None:
 def test_the_typed_client_calls_shard_core_methods_with_their_parameters() -> None:
     by_shard = {"job", "export_users", "compact"}  # addressed by shard number instead of a user key
     for name in _public_methods(ShardClient):
-        if name == "status":
+        if name in ("status", "wait_job"):  # the whole backend; a poll of `job`
             continue
         assert name in READS | WRITES, name
         client = list(inspect.signature(getattr(ShardClient, name)).parameters)[1:]
         core = [p for p in inspect.signature(getattr(ShardCore, name)).parameters if not p.startswith("_ray")][1:]
         assert client == (["shard", *core] if name in by_shard else core), name
+
+
+def test_the_sync_client_calls_shard_core_methods_with_their_parameters() -> None:
+    for name in _public_methods(SyncShardClient):
+        assert name in READS | WRITES, name
+        client = list(inspect.signature(getattr(SyncShardClient, name)).parameters)[1:]
+        core = [p for p in inspect.signature(getattr(ShardCore, name)).parameters if not p.startswith("_ray")][1:]
+        assert client == (core if name == "backfill" else ["shard", *core]), name  # the user's shard, or by number

@@ -91,7 +91,8 @@ class SqliteJobs:
 
 
 def _result(job: JobRecord) -> str:
-    return json.dumps({"operations": job.operations, "errors": job.errors, "counts": job.counts})
+    return json.dumps({"operations": job.operations, "errors": job.errors, "counts": job.counts,
+                       "reason_code": job.reason_code})
 
 
 def _job(row: tuple[Any, ...]) -> JobRecord:
@@ -102,6 +103,7 @@ def _job(row: tuple[Any, ...]) -> JobRecord:
         job_id=jid, seq=seq, status=status, app=app, user=user, session=session,
         created_at=datetime.fromtimestamp(created, UTC),
         started_at=from_epoch(started), finished_at=from_epoch(finished), sync=bool(sync), attempts=attempts,
-        upto=from_us(upto), reason=reason, operations=data.get("operations", []), errors=data.get("errors", []),
+        upto=from_us(upto), reason=reason, reason_code=data.get("reason_code"),
+        operations=data.get("operations", []), errors=data.get("errors", []),
         counts=data.get("counts", {}), cursor=from_us(cur), upto_seq=upto_seq,
     )

@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 
 from memcore.model import Entry, Kind, Memory, Operation, UserKey
-from memcore.policy.apply import OpResult, apply_operations
+from memcore.policy.apply import apply_operations
 from memcore.policy.preserve_history import enrich_failure, is_exact_duplicate, new_share
+from memcore.records import OpResult
 from memcore.service import MemoryService
 
 KEY = UserKey(app="app", user="u1")

@@ -39,7 +39,7 @@ def _validators(served: Served) -> dict[tuple[str, str], jsonschema.Draft202012V
     components = _closed(copy.deepcopy(doc.get("components", {})))
     out = {}
     for path, ops in doc["paths"].items():
-        if path.startswith(MEM0_PREFIX):  # Mem0's own shapes: the real mem0ai client parses them (test_mem0.py)
+        if path.startswith(MEM0_PREFIX):  # Mem0's own shapes: the real mem0ai client parses them (mem0/test_api.py)
             continue
         for method, op in ops.items():
             for status, response in op.get("responses", {}).items():

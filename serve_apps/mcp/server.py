@@ -1,14 +1,15 @@
 """The MCP server of memcluster (official ``mcp`` SDK, low-level ``Server``), transport-independent.
 
 Tools: the app's exposed memory tools (:func:`memcore.tools.exposed_schemas`, the function behind
-``GET /v1/apps/{app}/tools``) with their JSON schemas, plus :data:`RECALL` over the raw session
-archive. Annotations: ``readOnlyHint`` for search, load and recall; ``destructiveHint`` for delete
-and clear; ``idempotentHint`` for add. A failing call (bad argument, disabled tool, unknown id) is
-an MCP tool error (``isError``) whose text is ``{"error", "field", "message"}``, never a transport
+``GET /v1/apps/{app}/tools``) with their JSON schemas, plus :data:`memcore.vocabulary.RECALL` over
+the raw session archive (its schema and validator are the tool vocabulary's, :mod:`memcore.tools`).
+Annotations: ``readOnlyHint`` for search, load and recall; ``destructiveHint`` for delete and
+clear; ``idempotentHint`` for add. A failing call (bad argument, disabled tool, unknown id) is an
+MCP tool error (``isError``) whose text is ``{"error", "field", "message"}``, never a transport
 failure. Resource :data:`NEWEST_URI` lists the user's newest memories.
 
 Who the caller is (app, user) and how calls reach the service is a :class:`ToolBackend`: over the
-ingress's shard backend for Streamable HTTP (:mod:`serve_apps.mcp_http`), over memclient for stdio
+ingress's shard backend for Streamable HTTP (:mod:`serve_apps.mcp.http`), over memclient for stdio
 (:mod:`cluster.mcp_cli`).
 """
 
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
-from datetime import datetime
 from typing import Any, Protocol
 
 import mcp_types as types
@@ -25,20 +25,11 @@ from mcp.server.lowlevel.server import Server
 from mcp.shared.exceptions import MCPError
 
 from memcore import vocabulary as T
-from memcore.errors import ValidationError
-from memcore.validation import check_session
+from memcore.tools import RESOURCE_FIELDS, entry_json, openai_schema, recall_args
 
-RECALL = "memory_recall"
 NEWEST_URI = "memories://newest"
 NEWEST_LIMIT = 20
-RECALL_SCHEMA: dict[str, Any] = {
-    "description": "Search the raw turns of the user's earlier conversations (other sessions), best match first.",
-    "properties": {"query": {"type": "string", "description": "What to look for."},
-                   "session": {"type": "string", "description": "The current session id; its turns are left out."},
-                   "max_results": {"type": "integer", "minimum": 1, "maximum": 100}},
-    "required": ["query"],
-}
-_READ_ONLY = {T.SEARCH, T.LOAD, RECALL}
+_READ_ONLY = {T.SEARCH, T.LOAD, T.RECALL}
 _DESTRUCTIVE = {T.DELETE, T.CLEAR}
 _IDEMPOTENT = {T.ADD}
 
@@ -78,10 +69,7 @@ def tool_of(schema: dict[str, Any]) -> types.Tool:
 
 
 def recall_tool() -> types.Tool:
-    params = {"type": "object", "properties": RECALL_SCHEMA["properties"], "required": RECALL_SCHEMA["required"],
-              "additionalProperties": False}
-    return types.Tool(name=RECALL, description=RECALL_SCHEMA["description"], input_schema=params,
-                      annotations=tool_annotations(RECALL))
+    return tool_of(openai_schema(T.RECALL))
 
 
 def tool_error(exc: BaseException) -> types.CallToolResult:
@@ -98,23 +86,6 @@ def _ok(result: Any) -> types.CallToolResult:
                                 structured_content=data)
 
 
-def _recall_args(arguments: dict[str, Any]) -> tuple[str, str | None, int]:
-    unknown = set(arguments) - set(RECALL_SCHEMA["properties"])
-    if unknown:
-        raise ValidationError(f"unknown argument(s) {sorted(unknown)}", field="arguments")
-    query, session, limit = arguments.get("query"), arguments.get("session"), arguments.get("max_results", 10)
-    if not isinstance(query, str) or not query.strip():
-        raise ValidationError("query is required", field="arguments.query")
-    if session is not None:
-        try:
-            session = check_session(session)  # the one session rule
-        except ValidationError as exc:
-            raise ValidationError(str(exc), field="arguments.session") from None
-    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 100:
-        raise ValidationError("max_results must be an integer from 1 to 100", field="arguments.max_results")
-    return query, session, limit
-
-
 def build_server(resolve: Resolve, *, name: str = "memcluster", version: str = "0.1.0") -> Server[Any]:
     """The MCP server; ``resolve`` gives each request its caller's :class:`ToolBackend`."""
 
@@ -128,8 +99,8 @@ def build_server(resolve: Resolve, *, name: str = "memcluster", version: str = "
         arguments = dict(params.arguments or {})
         try:
             backend = await resolve(ctx)
-            if params.name == RECALL:
-                hits = await backend.recall(*_recall_args(arguments))
+            if params.name == T.RECALL:
+                hits = await backend.recall(*recall_args(arguments))
                 return _ok({"results": hits, "count": len(hits)})
             return _ok(await backend.call(params.name, arguments))
         except Exception as exc:  # noqa: BLE001 - every failure is a tool error, never a transport one
@@ -155,11 +126,7 @@ def build_server(resolve: Resolve, *, name: str = "memcluster", version: str = "
                   on_list_resources=list_resources, on_read_resource=read_resource)
 
 
-def entry_json(entry: Any) -> dict[str, Any]:
-    """A memory for the resource: id, text, kind, topics, metadata, updated_at."""
-    get = (lambda k: entry.get(k)) if isinstance(entry, dict) else (lambda k: getattr(entry, k, None))
-    updated = get("updated_at")
-    kind = get("kind")
-    return {"memory_id": get("id"), "memory": get("text"), "memory_kind": getattr(kind, "value", kind),
-            "topics": list(get("topics") or []), "metadata": dict(get("metadata") or {}),
-            "updated_at": updated.isoformat() if isinstance(updated, datetime) else updated}
+def resource_json(entry: Any) -> dict[str, Any]:
+    """A memory for the resource (:data:`memcore.tools.RESOURCE_FIELDS`: id, text, kind, topics, metadata,
+    updated_at), from an entry or the HTTP API's JSON of one."""
+    return entry_json(entry, RESOURCE_FIELDS)

@@ -1,6 +1,6 @@
 """Hostile input against the live HTTP server (uvicorn + LocalShardBackend, three apps with keys).
 
-What is checked here and not in ``test_http_app.py``: every app-scoped route (read from the OpenAPI
+What is checked here and not in ``http/test_app.py``: every app-scoped route (read from the OpenAPI
 schema, so new routes are covered) refuses another app's key; other users' entry ids are 404 for
 hard deletes and the memory tools and leave the entry unchanged; a forged backup line cannot
 overwrite another app's entry; every JSON route answers 413 over the body limit and 4xx to JSON
@@ -27,8 +27,8 @@ import httpx
 import pytest
 
 from memcore.settings import HttpSettings, Settings
-from serve_apps import http_access
-from tests.serve_apps.conftest import Served, serve_local
+from serve_apps.http import access as http_access
+from tests.serve_apps.conftest import Served, run_app, serve_local
 
 KEYS = {"app-a": "sec-key-A-6f1d2c3b4a59687", "app-b": "sec-key-B-0a9b8c7d6e5f4a3",
         "app-😀": "sec-key-E-1122334455667788"}
@@ -326,35 +326,18 @@ def test_header_injection(sec: Served, ca: httpx.Client) -> None:
 @pytest.fixture
 def logged_server(hashing_embedder: Any, tmp_path: Path) -> Iterator[str]:
     """A server whose uvicorn logs (access log included) propagate to the root logger (caplog)."""
-    import threading
-    import time
-
-    import uvicorn
-
     from actors.backend import LocalShardBackend
-    from serve_apps.http_app import attach, create_app
+    from serve_apps.http.app import attach, create_app
 
     settings = Settings(data_dir=tmp_path, shards=2, embedder={"kind": "hashing", "dim": 256}, api_keys=KEYS,
                         http=HttpSettings(max_body_bytes=LIMIT))
     backend = LocalShardBackend(settings, embedder=hashing_embedder)
     app = create_app()
     attach(app, backend, settings)
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_config=None, log_level="debug", access_log=True,
-                                           lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.01)
     try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+        with run_app(app, log_config=None, log_level="debug", access_log=True) as url:
+            yield url
     finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        sock.close()
         backend.close()
 
 

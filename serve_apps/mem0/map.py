@@ -1,9 +1,10 @@
-"""How Mem0's data model maps onto memcluster's (pure functions; the routes are :mod:`serve_apps.mem0_api`).
+"""How Mem0's data model maps onto memcluster's (pure functions; the routes are :mod:`serve_apps.mem0.api`).
 
-- The API key selects the memcluster app; Mem0's ``user_id`` is the memcluster user, written with
-  ``~`` as ``~0`` and ``/`` as ``~1`` (RFC 6901's escapes; :func:`member`): trpc-agent-py's
-  ``app_name/user_id`` (seed 002's ``save_key``) is the memcluster user ``app_name~1user_id``, which a URL
-  carries unchanged; every other id is the same text in both APIs. Mem0 ids (user, agent, run, app)
+- The API key selects the memcluster app; Mem0's ``user_id`` is the memcluster user. An id with ``/``
+  (or one holding ``~0`` / ``~1``) is written with ``~`` as ``~0`` and ``/`` as ``~1`` (RFC 6901's
+  escapes; :func:`member`): trpc-agent-py's ``app_name/user_id`` (seed 002's ``save_key``) is the
+  memcluster user ``app_name~1user_id``, which a URL carries unchanged; every other id (``a~b``
+  included) is the same text in both APIs. Mem0 ids (user, agent, run, app)
   follow memcluster's identifier rule once escaped: 1..128 characters, no control or format characters,
   no outer whitespace, not ``.`` / ``..`` or a percent-encoded form (``memclient.segments``).
 - ``agent_id``, ``run_id`` and ``app_id`` are kept in the entry's metadata under the reserved keys
@@ -63,21 +64,28 @@ Conjunction = dict[str, Scalar]
 
 
 # ----------------------------------------------------------------- ids
+def escaped(text: str) -> bool:
+    """Whether a memcluster id is an escaped Mem0 id: it holds ``~0`` or ``~1``, which no id left as it
+    was holds."""
+    return "~0" in text or "~1" in text
+
+
 def member(value: Any, field: str = "user_id") -> str:
-    """The memcluster id of a Mem0 id (``~`` → ``~0``, ``/`` → ``~1``), checked by the identifier rule;
-    a bad one is 422 naming ``field``."""
+    """The memcluster id of a Mem0 id, checked by the identifier rule (a bad one is 422 naming ``field``):
+    the id itself, unless it holds ``/`` or is :func:`escaped` already; then ``~`` → ``~0``, ``/`` → ``~1``.
+    Ids stored before escaping existed (``a~b``) keep their memcluster id."""
     if not isinstance(value, str):
         raise ValidationError(f"{field} must be a string", field=field)
-    escaped = value.replace("~", "~0").replace("/", "~1")
+    mapped = value.replace("~", "~0").replace("/", "~1") if "/" in value or escaped(value) else value
     try:
-        return check_identifier(escaped, field)
+        return check_identifier(mapped, field)
     except ValueError as exc:
         raise ValidationError(str(exc), field=field) from None
 
 
 def mem0_user(user: str) -> str:
     """The Mem0 ``user_id`` of a memcluster user (the inverse of :func:`member`)."""
-    return user.replace("~1", "/").replace("~0", "~")
+    return user.replace("~1", "/").replace("~0", "~") if escaped(user) else user
 
 
 def scope_of(metadata: Mapping[str, Any]) -> dict[str, Any]:

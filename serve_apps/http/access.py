@@ -16,9 +16,10 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 from urllib.parse import unquote_to_bytes
 
-from fastapi import FastAPI, Request, Response
+from fastapi import APIRouter, FastAPI, Request, Response, Security
 from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
+from fastapi.security import HTTPBearer
 from starlette.exceptions import HTTPException
 from starlette.types import Scope
 
@@ -27,7 +28,7 @@ from memcore.errors import AuthenticationError, PermissionDeniedError, Validatio
 from memcore.ports import Embedder
 from memcore.settings import HttpSettings, Settings
 from serve_apps.deps import state
-from serve_apps.http_errors import response_for
+from serve_apps.http.errors import response_for
 
 ROUTE_T0 = "memcluster.t0"
 """Scope key: when the route wrapper started (auth, body, validation, handler), for ``Server-Timing``."""
@@ -97,7 +98,9 @@ def check_path_encoding(request: Request) -> None:
 
 
 class ScopedRoute(APIRoute):
-    """Checks the API key before the body is read, and turns every failure into the error shape."""
+    """The one route guard: runs :meth:`check` before the body is read, and turns every failure into the
+    error shape. :meth:`check` is the hook: here it checks the API key of the app in the path and the
+    path's encoding; :class:`KeyRoute` and :class:`serve_apps.mem0.api.Mem0Route` override it."""
 
     def check(self, request: Request) -> None:
         authorize(request)
@@ -126,6 +129,22 @@ class KeyRoute(ScopedRoute):
     def check(self, request: Request) -> None:
         request.state.granted_apps = granted_apps(request)
         check_path_encoding(request)
+
+
+USER_PREFIX = "/v1/apps/{app}/users/{user}"
+"""Where every user-scoped route lives."""
+bearer = HTTPBearer(auto_error=False, description="The API key of the app in the path.")
+"""The security scheme OpenAPI shows on every guarded route (the check itself is the route class's)."""
+
+
+def scoped_router(prefix: str = "") -> APIRouter:
+    """A router of :class:`ScopedRoute` routes: the key must open the app in the path."""
+    return APIRouter(prefix=prefix, route_class=ScopedRoute, dependencies=[Security(bearer)])
+
+
+def key_router() -> APIRouter:
+    """A router of :class:`KeyRoute` routes (no app in the path: any valid key, the handler checks)."""
+    return APIRouter(route_class=KeyRoute, dependencies=[Security(bearer)])
 
 
 _IMPORT_ROUTE = re.compile(r"/v1/apps/[^/]+/import$")

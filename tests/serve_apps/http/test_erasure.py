@@ -11,7 +11,7 @@ import httpx
 
 from tests.auto_memory import turns
 from tests.serve_apps.conftest import Served
-from tests.serve_apps.test_http_ingest import events_url, wait_job
+from tests.serve_apps.http.test_ingest import events_url, wait_job
 
 USER = "/v1/apps/app/users/ann"
 

@@ -12,7 +12,7 @@ import pytest
 
 from memcore.errors import ConflictError, NotFoundError, PermissionDeniedError, StoreError
 from memcore.settings import Settings
-from serve_apps.http_errors import response_for
+from serve_apps.http.errors import response_for
 
 _users = itertools.count()
 
@@ -95,7 +95,7 @@ def test_readyz_503_when_a_shard_fails(make_server: Callable[..., Served], tmp_p
 
 def test_openapi_lists_every_route(client: httpx.Client) -> None:
     spec = client.get("/openapi.json").json()
-    paths = {p: set(ops) for p, ops in spec["paths"].items() if not p.startswith("/mem0/")}  # test_mem0_openapi
+    paths = {p: set(ops) for p, ops in spec["paths"].items() if not p.startswith("/mem0/")}  # mem0/test_openapi.py
     u = "/v1/apps/{app}/users/{user}"
     assert paths == {
         f"{u}/memories": {"post", "get", "delete"},

@@ -24,7 +24,7 @@ from urllib.parse import unquote
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from memclient.segments import segment_problem
-from serve_apps.http_errors import error_json
+from serve_apps.http.errors import error_json
 
 _PARAM = re.compile(r"\{(\w+)(?::(\w+))?\}")
 

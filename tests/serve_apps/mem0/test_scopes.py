@@ -9,12 +9,14 @@ import os
 import re
 import tempfile
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from memclient import MemoryClient as Memclient
+from serve_apps.mem0.map import AGENT, member, scope_key
 from testkit.scripted_llm import Reply, ScriptedLLM, tool_call
 from tests.serve_apps.conftest import Served, serve_local
 
@@ -108,3 +110,53 @@ def test_trpc_agent_save_keys_with_a_slash(live: Served, c: Any) -> None:
     for bad in ("..", ".", "%2e", ""):
         with pytest.raises(Mem0Invalid, match=re.escape("user_id")):
             c.add("x", user_id=bad, infer=False)
+
+
+def test_user_ids_stored_before_escaping_keep_their_user(live: Served, c: Any) -> None:
+    """A Mem0 user id with ``~`` but no ``/`` (nor ``~0`` / ``~1``) is the same memcluster user as before escapes
+    existed: what the server stored for it then (an entry of memcluster user ``erin~work``) is Mem0's still."""
+    user = "erin~work"
+    with Memclient(live.url, api_key=KEY, timeout=30) as mc:
+        stored = mc.add(APP, user, "Erin works from Lisbon.")  # as /mem0 stored Mem0 user erin~work before
+        added = c.add("Erin takes the 8:15 train.", user_id=user, infer=False)["results"]
+        assert sorted(e.text for e in mc.read(APP, user)) == ["Erin takes the 8:15 train.", "Erin works from Lisbon."]
+        found = {m["memory"]: m for m in c.get_all(filters={"user_id": user})["results"]}
+        assert set(found) == {"Erin works from Lisbon.", "Erin takes the 8:15 train."}
+        before = found["Erin works from Lisbon."]
+        assert before["user_id"] == user and before["id"].startswith(f"{stored.id}.")
+        assert c.get(before["id"])["memory"] == "Erin works from Lisbon."
+        assert c.get(added[0]["id"])["user_id"] == user
+        assert user in {e["name"] for e in c.users()["results"] if e["type"] == "user"}
+        c.delete_users(user_id=user)
+        assert mc.read(APP, user) == []
+
+
+def test_moving_a_user_stored_with_a_literal_escape(live: Served, c: Any) -> None:
+    """docs/identity.md, "Migration": a Mem0 id holding ``~0`` stored before escapes existed is the memcluster user
+    of the same text, which Mem0 no longer reads; the documented REST steps move it to ``member`` of the id."""
+    old = mem0 = "xav~0ier"
+    new = member(mem0)
+    assert new == "xav~00ier"
+    with Memclient(live.url, api_key=KEY, timeout=30) as mc:
+        # as /mem0 stored it then: a plain memory, and one of agent "dj" (its scope key and metadata)
+        mc.add(APP, old, "Xavier likes jazz.")
+        bass = "Xavier plays bass."
+        mc.add(APP, old, bass, metadata={AGENT: "dj"}, key=scope_key({AGENT: "dj"}, bass), ttl_s=3600)
+        assert c.get_all(filters={"user_id": mem0})["results"] == []  # unreachable before the move
+        for e in mc.read(APP, old, 1000):
+            ttl = None if e.expires_at is None else (e.expires_at - datetime.now(UTC)).total_seconds()
+            mc.add(APP, new, e.text, topics=e.topics, kind=e.kind, event_time=e.event_time,
+                   participants=e.participants, location=e.location, source=e.source,
+                   metadata=e.metadata, key=e.key, ttl_s=ttl)
+        mc.forget(APP, old)
+        assert mc.read(APP, old) == [] and len(mc.read(APP, new)) == 2
+    assert sorted(m["memory"] for m in c.get_all(filters={"user_id": mem0})["results"]) == [
+        "Xavier likes jazz.", "Xavier plays bass."]
+    (dj,) = c.get_all(filters={"AND": [{"user_id": mem0}, {"agent_id": "dj"}]})["results"]
+    assert (dj["memory"], dj["agent_id"], dj["user_id"]) == ("Xavier plays bass.", "dj", mem0)
+    assert dj["expiration_date"] is not None
+    again = c.add("Xavier plays bass.", user_id=mem0, agent_id="dj", infer=False)["results"]
+    assert again[0]["id"] == dj["id"]  # the same memory of the scope, not a second one
+    c.delete_users(user_id=mem0)
+    with Memclient(live.url, api_key=KEY, timeout=30) as mc:
+        assert mc.read(APP, new) == []

@@ -9,7 +9,7 @@ import pytest
 
 from memcore.errors import ValidationError
 from memcore.model import Entry
-from serve_apps.mem0_map import EXPIRATION, expiration_date, expiry_of
+from serve_apps.mem0.map import EXPIRATION, expiration_date, expiry_of
 
 NOW = datetime(2030, 1, 15, 12, tzinfo=UTC)
 

@@ -27,15 +27,16 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
-from actors.backend import ShardBackend, unwrap
+from actors.backend import ShardBackend
+from actors.shard_client import ShardClient
 from memcore.errors import PermissionDeniedError, ValidationError
 from memcore.model import UserKey
 from memcore.settings import Settings
 from memcore.tools import exposed_schemas
 from memcore.validation import make_key
 from serve_apps.deps import state as app_state
-from serve_apps.http_errors import response_for
-from serve_apps.mcp_server import ToolBackend, build_server, entry_json
+from serve_apps.http.errors import response_for
+from serve_apps.mcp.server import ToolBackend, build_server, resource_json
 from serve_apps.protocol_auth import USER_HEADER, header_text, resolve_app
 
 PATH = "/mcp"
@@ -44,15 +45,11 @@ _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 class ShardToolBackend:
-    """:class:`serve_apps.mcp_server.ToolBackend` over the ingress's shard backend."""
+    """:class:`serve_apps.mcp.server.ToolBackend` over the ingress's shard backend."""
 
     def __init__(self, backend: ShardBackend, settings: Settings, key: UserKey) -> None:
-        self.backend, self.settings, self.key = backend, settings, key
+        self.shards, self.settings, self.key = ShardClient(backend), settings, key
         self.mode = settings.tool_mode(key.app)
-
-    async def _run(self, method: str, *args: Any) -> Any:
-        value, _ = unwrap(await self.backend.call(self.key, method, *args))
-        return value
 
     async def exposed(self) -> list[dict[str, Any]]:
         return exposed_schemas(self.settings.tools, self.mode)
@@ -61,14 +58,15 @@ class ShardToolBackend:
         names = [s["function"]["name"] for s in await self.exposed()]
         if name not in names:
             raise ValidationError(f"unknown tool {name!r}; this app exposes {', '.join(names)}", field="name")
-        return dict(await self._run("tool", name, arguments, self.mode))
+        value, _ = await self.shards.tool(self.key, name, arguments, self.mode)
+        return dict(value)
 
     async def recall(self, query: str, session: str | None, max_results: int) -> list[dict[str, Any]]:
-        hits = await self._run("recall", query, session, max_results)
+        hits = await self.shards.recall(self.key, query, session, max_results)
         return [h.model_dump(mode="json") for h in hits]
 
     async def newest(self, limit: int) -> list[dict[str, Any]]:
-        return [entry_json(e) for e in await self._run("read", limit, None)]
+        return [resource_json(e) for e in await self.shards.read(self.key, limit)]
 
 
 async def _resolve(ctx: ServerRequestContext[Any, Any]) -> ToolBackend:

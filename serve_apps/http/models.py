@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from fastapi import Query
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -20,11 +20,11 @@ from memcore.extraction.events import MessageBatch
 from memcore.fields import SessionId, check_topics, encodable
 from memcore.metadata import MetadataError, Scalar, check_filter
 from memcore.model import Entry, InjectionMode, Memory, MemoryPatch, PreloadStrategy
-from memcore.records import JobStatus, RecallHit
+from memcore.records import JobReason, JobStatus, RecallHit
 from memcore.relevance import DEFAULT_FLOOR, MAX_RELEVANCE, MIN_RELEVANCE
 from memcore.search_model import SearchOptions, TopicsMatch
-from memcore.settings import ToolMode
-from memcore.vocabulary import MAX_TOKENS_LIMIT
+from memcore.settings import MemorySwitch, ToolMode
+from memcore.vocabulary import MAX_RECALL_RESULTS, MAX_TOKENS_LIMIT
 
 MAX_READ_LIMIT = 1000
 DEFAULT_READ_LIMIT = 100
@@ -257,7 +257,7 @@ class ToolList(BaseModel):
 
     tools: list[dict[str, Any]]
     mode: ToolMode = Field(description="The app's tool mode (agentic or auto), set by the deployment.")
-    memory: Literal["on", "archive_only", "off"] = Field(description="The app's memory switch.")
+    memory: MemorySwitch = Field(description="The app's memory switch.")
 
 
 class ToolCallRequest(BaseModel):
@@ -341,6 +341,8 @@ class JobModel(BaseModel):
     upto_seq: int | None = Field(default=None, description="The delta bound: the job extracts the session's "
                                                            "unextracted turns that arrived up to this number.")
     reason: str | None = Field(default=None, description="Why the job was skipped or failed.")
+    reason_code: JobReason | None = Field(
+        default=None, description=f"The reason as a code: {', '.join(get_args(JobReason))}.")
     operations: list[dict[str, Any]] = Field(
         description="One result per proposed operation: index, type, status (applied | skipped | failed), "
                     "action, memory_id, effective_id, reason, error.")
@@ -362,7 +364,7 @@ class RecallRequest(BaseModel):
     query: str = Field(min_length=1, max_length=4096, description="Free text (BM25 over the turns' words).")
     session: SessionId | None = Field(default=None, description="The current session (the session id rule): "
                                                              "its turns are left out.")
-    max_results: int = Field(default=10, ge=1, le=100, description="How many turns to return.")
+    max_results: int = Field(default=10, ge=1, le=MAX_RECALL_RESULTS, description="How many turns to return.")
 
     @field_validator("query")
     @classmethod

@@ -1,4 +1,4 @@
-"""Request bodies of the Mem0-compatible API (:mod:`serve_apps.mem0_api`), as ``mem0ai``'s client sends them.
+"""Request bodies of the Mem0-compatible API (:mod:`serve_apps.mem0.api`), as ``mem0ai``'s client sends them.
 
 Fields the client may send that memcluster does not use (``custom_categories``, ``rerank``,
 ``fields``, ``async_mode``, ...) are accepted and ignored; ``add`` always runs synchronously.

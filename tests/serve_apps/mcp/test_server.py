@@ -17,7 +17,7 @@ import pytest
 pytestmark = pytest.mark.ray
 
 KEYS = {"app1": "mcp-key-one-0123456789", "app2": "mcp-key-two-0123456789"}
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
         "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
 ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
