@@ -136,7 +136,10 @@ def disk_bytes(data_dir: Path) -> dict[str, int]:
     for root, _, files in os.walk(data_dir):
         rel = Path(root).relative_to(data_dir).parts
         for f in files:
-            size = os.path.getsize(os.path.join(root, f))
+            try:
+                size = os.path.getsize(os.path.join(root, f))
+            except FileNotFoundError:
+                continue  # an engine's temp file, gone between the listing and the look (Tantivy's .tmp*)
             if len(rel) >= 3 and rel[2] in ("vectors", "keywords"):
                 out[rel[2]] += size
             elif f.startswith("archive.sqlite3"):
