@@ -31,7 +31,7 @@ class MemclientToolBackend:
     async def exposed(self) -> list[dict[str, Any]]:
         return await self.client.tools(self.app, mode=None)
 
-    async def call(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    async def run_tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         names = [s["function"]["name"] for s in await self.exposed()]
         if name not in names:
             raise ValidationError(f"unknown tool {name!r}; this app exposes {', '.join(names)}", field="name")

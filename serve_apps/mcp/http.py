@@ -54,7 +54,7 @@ class ShardToolBackend:
     async def exposed(self) -> list[dict[str, Any]]:
         return exposed_schemas(self.settings.tools, self.mode)
 
-    async def call(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    async def run_tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         names = [s["function"]["name"] for s in await self.exposed()]
         if name not in names:
             raise ValidationError(f"unknown tool {name!r}; this app exposes {', '.join(names)}", field="name")

@@ -41,7 +41,7 @@ class ToolBackend(Protocol):
         """The app's exposed tools as OpenAI function schemas (``GET /v1/apps/{app}/tools``)."""
         ...
 
-    async def call(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    async def run_tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         """Run a memory tool; raises an error with ``field`` on bad input."""
         ...
 
@@ -102,7 +102,7 @@ def build_server(resolve: Resolve, *, name: str = "memcluster", version: str = "
             if params.name == T.RECALL:
                 hits = await backend.recall(*recall_args(arguments))
                 return _ok({"results": hits, "count": len(hits)})
-            return _ok(await backend.call(params.name, arguments))
+            return _ok(await backend.run_tool(params.name, arguments))
         except Exception as exc:  # noqa: BLE001 - every failure is a tool error, never a transport one
             return tool_error(exc)
 
