@@ -5,7 +5,9 @@ from __future__ import annotations
 import itertools
 import os
 import random
+import shutil
 import socket
+import tempfile
 from collections.abc import Iterator
 from typing import Any
 
@@ -72,25 +74,41 @@ def free_port() -> int:
 
 @pytest.fixture(scope="session")
 def ray_session() -> Iterator[Any]:
-    """One local Ray cluster for the whole run (loopback only when run inside `unshare -n`)."""
+    """One local Ray cluster for the whole run (per pytest-xdist worker), in a temp dir of its own so it
+    never reads or writes ``/tmp/ray``, where other tests' clusters and their "current cluster" file live
+    (loopback only when run inside ``unshare -n``)."""
     import ray
 
-    ray.init(
-        address="local",  # a fresh cluster, never one a `ray start` elsewhere left in /tmp/ray
-        num_cpus=4,
-        object_store_memory=400_000_000,
-        include_dashboard=False,
-        namespace="memcluster-test",
-        logging_level="WARNING",
-        log_to_driver=False,
-    )
-    yield ray
+    temp_dir = tempfile.mkdtemp(prefix="rt-", dir="/tmp")  # short: Ray's socket paths live below it
     try:
-        from ray import serve
-
-        serve.shutdown()
+        ray.init(
+            address="local",  # a fresh cluster, never one a `ray start` elsewhere left running
+            num_cpus=4,
+            object_store_memory=400_000_000,
+            include_dashboard=False,
+            namespace="memcluster-test",
+            logging_level="WARNING",
+            log_to_driver=False,
+            _temp_dir=temp_dir,
+        )
+        yield ray
     finally:
-        ray.shutdown()
+        try:
+            from ray import serve
+
+            serve.shutdown()
+        finally:
+            ray.shutdown()
+            shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def ray_first(request: pytest.FixtureRequest) -> None:
+    """Under pytest-xdist, start the worker's Ray session before its first test, as a run in one process
+    does (its first module needs it): later modules start and stop whole memctl clusters (token auth, their
+    own ports) in the worker's network namespace, and the session's Ray starts next to none of them."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        request.getfixturevalue("ray_session")
 
 
 @pytest.fixture(scope="session")
