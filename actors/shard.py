@@ -42,6 +42,7 @@ from actors.shard_erasure import ErasingTools, ShardErasure
 from actors.shard_telemetry import shard_started, spanned, timed_write, traced_call
 from actors.write_gate import WriteGate
 from memcore import factory, preload, tools
+from memcore.app_policy import ToolMode
 from memcore.errors import NotFoundError, PermissionDeniedError, ValidationError
 from memcore.extraction.events import parse_events
 from memcore.layout import ShardLayout
@@ -50,7 +51,7 @@ from memcore.ports import Embedder, Extractor, Vectors
 from memcore.records import JobRecord, RecallHit
 from memcore.search_model import SearchHit, SearchOptions, TopicsMatch
 from memcore.service import MemoryService
-from memcore.settings import Settings, ToolMode
+from memcore.settings import Settings
 from memcore.validation import check_session, validate
 from memcore.vocabulary import LOAD, MAX_RECALL_RESULTS, SEARCH
 

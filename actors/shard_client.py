@@ -18,12 +18,12 @@ from typing import Any, Generic, TypeVar
 from actors.backend import ShardBackend, SyncShardBackend, unwrap
 from actors.extraction_queue import job_shard
 from memcore import records
+from memcore.app_policy import ToolMode
 from memcore.ids import shard_of
 from memcore.model import Entry, InjectionMode, PreloadResult, UserKey
 from memcore.ports import Vectors
 from memcore.records import JobRecord, RecallHit
 from memcore.search_model import SearchHit, SearchOptions, TopicsMatch
-from memcore.settings import ToolMode
 
 T = TypeVar("T")
 Written = tuple[T, int | None]

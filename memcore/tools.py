@@ -2,7 +2,7 @@
 :data:`memcore.vocabulary.RECALL` (its schema and its arguments' validation, :func:`recall_args`).
 
 Which tools are enabled and exposed per mode is the ``tools`` settings section
-(:class:`memcore.settings.ToolPolicy`); the names are :mod:`memcore.vocabulary`'s.
+(:class:`memcore.app_policy.ToolPolicy`); the names are :mod:`memcore.vocabulary`'s.
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from typing import Any, Protocol
 import jsonschema
 
 from memcore import tracing
+from memcore.app_policy import ToolMode, ToolPolicy
 from memcore.errors import PermissionDeniedError, ValidationError
 from memcore.model import Entry, Kind, Memory, MemoryPatch, UserKey
 from memcore.relevance import DEFAULT_FLOOR, MAX_RELEVANCE, MIN_RELEVANCE
 from memcore.search_model import SearchHit, SearchOptions
-from memcore.settings import ToolMode, ToolPolicy
 from memcore.validation import check_session, validate
 from memcore.vocabulary import (
     ADD,

@@ -173,6 +173,7 @@ def test_no_private_name_is_imported_across_modules_outside_tests() -> None:
 def test_settings_and_vocabulary_are_leaves_of_the_domain() -> None:
     edges = graph()
     assert edges["memcore.vocabulary"] == set()
-    assert edges["memcore.settings"] <= {"memcore", "memcore.vocabulary", "memcore.errors"}
+    assert edges["memcore.app_policy"] <= {"memcore", "memcore.vocabulary", "memcore.errors"}
+    assert edges["memcore.settings"] <= {"memcore", "memcore.vocabulary", "memcore.errors", "memcore.app_policy"}
     assert edges["memcore.validation"] <= {"memcore", "memcore.errors", "memcore.model", "memcore.vocabulary",
                                            "memcore.metadata"}

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal, get_args
 from fastapi import Query
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from memcore.app_policy import MemorySwitch, ToolMode
 from memcore.errors import ValidationError
 from memcore.extraction.events import MessageBatch
 from memcore.fields import SessionId, check_topics, encodable
@@ -23,7 +24,6 @@ from memcore.model import Entry, InjectionMode, Memory, MemoryPatch, PreloadStra
 from memcore.records import JobReason, JobStatus, RecallHit
 from memcore.relevance import DEFAULT_FLOOR, MAX_RELEVANCE, MIN_RELEVANCE
 from memcore.search_model import SearchOptions, TopicsMatch
-from memcore.settings import MemorySwitch, ToolMode
 from memcore.vocabulary import MAX_RECALL_RESULTS, MAX_TOKENS_LIMIT
 
 MAX_READ_LIMIT = 1000

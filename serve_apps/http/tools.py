@@ -13,8 +13,8 @@ from typing import Annotated, Any
 from fastapi import Path, Query, Request, Response
 from fastapi.responses import JSONResponse
 
+from memcore.app_policy import ToolMode
 from memcore.errors import NotFoundError
-from memcore.settings import ToolMode
 from memcore.tools import openai_schema
 from memcore.validation import make_key
 from memcore.vocabulary import ALL_TOOLS

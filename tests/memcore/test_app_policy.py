@@ -1,12 +1,13 @@
 """The resolved app policy is the one place that answers what an app's memory switch, tool mode and token
-budget allow (:class:`memcore.settings.ResolvedPolicy`)."""
+budget allow (:class:`memcore.app_policy.ResolvedPolicy`)."""
 
 from __future__ import annotations
 
 import pytest
 
+from memcore.app_policy import ToolMode
 from memcore.errors import PermissionDeniedError
-from memcore.settings import Settings, ToolMode
+from memcore.settings import Settings
 
 
 def _settings() -> Settings:

@@ -3,10 +3,10 @@ from __future__ import annotations
 import pytest
 
 from memcore import tools
+from memcore.app_policy import ToolMode, ToolPolicy
 from memcore.errors import NotFoundError, PermissionDeniedError, ValidationError
 from memcore.model import UserKey
 from memcore.service import MemoryService
-from memcore.settings import ToolMode, ToolPolicy
 
 A = UserKey(app="app", user="alice")
 
