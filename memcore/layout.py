@@ -3,7 +3,10 @@ path, marker and pointer of a shard's directory.
 
 ``<data_dir>/shards/<shard:04d>/`` holds:
 
-- generation 1 of the stores (``vectors/``, ``keywords/``); generation N >= 2 lives in ``gen-000N/``
+- generation 1 of the stores (``vectors/``, ``keywords/``, and ``vectors.users/``: the dedicated vector
+  stores of large users, :mod:`memcore.stores.edge_tiers`); generation N >= 2 lives in ``gen-000N/``
+  (``vectors/`` at the same relative place under ``shared_vectors_dir`` when that is set: a volume every
+  node sees, while the rest is node-local, ``MEMCLUSTER_NODE_DATA_DIR``, :meth:`memcore.settings.Settings.on_this_node`)
   (with the Qdrant server backend its vectors are the collection ``<collection>_gN``,
   :func:`generation_collection`, and only the keyword index is on disk);
 - ``current``: the generation the shard serves (missing: 1, or with the server backend the one the
@@ -12,7 +15,8 @@ path, marker and pointer of a shard's directory.
 - ``keywords.compact/`` beside a generation's ``keywords/``: the index a compaction is rebuilding
   (deleted when the shard opens after a crash left it);
 - ``archive.sqlite3`` and ``seq.sqlite3``: the event archive and the write counter
-  (:mod:`memcore.stores.sqlite_archive`);
+  (:mod:`memcore.stores.sqlite_archive`; with ``archive.backend: postgres`` neither, they live in the
+  database every shard shares, :mod:`memcore.stores.postgres_archive`);
 - the markers ``keywords.dirty`` (a write is under way: a shard that dies mid-write rebuilds its keyword
   index on start) and ``compact.needed`` (something was removed for good since the last compaction).
 
@@ -39,7 +43,14 @@ VECTORS, KEYWORDS, FRESH_KEYWORDS = "vectors", "keywords", "keywords.compact"
 CURRENT_FILE = "current"
 ARCHIVE_FILE, SEQUENCE_FILE = "archive.sqlite3", "seq.sqlite3"
 DIRTY_MARKER, COMPACT_MARKER = "keywords.dirty", "compact.needed"
+VECTOR_TIERS_SUFFIX = ".users"
 _GEN_DIR = re.compile(r"^gen-(\d{4,})$")
+
+
+def tiers_dir(vectors: str | Path) -> Path:
+    """Beside a generation's embedded ``vectors`` directory: the dedicated stores of its large users."""
+    vectors = Path(vectors)
+    return vectors.with_name(vectors.name + VECTOR_TIERS_SUFFIX)
 
 
 def generation_collection(collection: str, generation: int = 1) -> str:
@@ -89,7 +100,12 @@ class ShardLayout:
         return self.root if generation == 1 else self.root / f"gen-{generation:04d}"
 
     def vectors_dir(self, generation: int = 1) -> Path:
-        return self.generation_dir(generation) / VECTORS
+        """The generation's Qdrant Edge directory: in the shard's directory, or under ``shared_vectors_dir``
+        (a volume every node sees) at the same relative place."""
+        shared = self.settings.shared_vectors_dir
+        if shared is None:
+            return self.generation_dir(generation) / VECTORS
+        return Path(shared) / self.generation_dir(generation).relative_to(Path(self.settings.data_dir)) / VECTORS
 
     def keywords_dir(self, generation: int = 1) -> Path:
         return self.generation_dir(generation) / KEYWORDS
@@ -140,9 +156,10 @@ class ShardLayout:
     def wipe(self, generation: int) -> None:
         """Delete generation ``generation``'s stores on disk (the archive and markers stay)."""
         if generation == 1:
-            for path in (self.vectors_dir(1), self.keywords_dir(1)):
+            for path in (self.vectors_dir(1), tiers_dir(self.vectors_dir(1)), self.keywords_dir(1)):
                 shutil.rmtree(path, ignore_errors=True)
         else:
+            shutil.rmtree(self.vectors_dir(generation), ignore_errors=True)
             shutil.rmtree(self.generation_dir(generation), ignore_errors=True)
 
     def swap_in_keywords(self, generation: int) -> None:

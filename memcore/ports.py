@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
+from memcore.graph import DiaryEntry, Direction, Entity, Fact
 from memcore.model import Entry, Kind, UserKey
-from memcore.records import ArchivedTurn, JobRecord, RecallHit, Turn
+from memcore.records import ArchivedTurn, JobRecord, RecallHit, Turn, UserRows
 from memcore.search_model import TopicsMatch
 from memcore.vocabulary import PolicyName
 
@@ -241,9 +242,10 @@ class EventRepository(Protocol):
         ...
 
     def search(self, key: UserKey, query: str, *, exclude_session: str | None = None,
-               limit: int = 10) -> list[RecallHit]:
+               limit: int = 10, since: datetime | None = None) -> list[RecallHit]:
         """BM25 (or as good) over the visible turns of ``key``'s sessions other than ``exclude_session``,
-        best first; CJK characters match one by one (:func:`memcore.text.tokenize`)."""
+        best first; CJK characters match one by one (:func:`memcore.text.tokenize`). ``since``: only turns
+        timestamped then or later (the app's TTL: older turns have expired, swept or not)."""
         ...
 
     def count(self, key: UserKey | None = None) -> int:
@@ -364,14 +366,120 @@ class SequenceRepository(Protocol):
         ...
 
 
+class GraphRepository(Protocol):
+    """A user's knowledge graph (:mod:`memcore.graph`): entities with their aliases, and fact versions.
+
+    Rows are written only through :meth:`write` (one transaction: nothing half-written); the rules
+    (idempotent adds, supersede, invalidate, limits) are :class:`memcore.knowledge.KnowledgeGraph`'s, so
+    an engine stores and filters by key and entity only. Every list is in a stable order: facts by
+    ``recorded_at`` then ``id``, entities by ``key``.
+    """
+
+    def entities(self, key: UserKey, keys: Sequence[str] | None = None) -> list[Entity]:
+        """``key``'s entities with these keys (every entity when None); unknown keys are absent."""
+        ...
+
+    def resolve(self, key: UserKey, names: Sequence[str]) -> dict[str, str]:
+        """Lookup keys (:func:`memcore.graph.entity_key` of a name or an alias) → the key of the entity each
+        names: an entity's own key, or the entity an alias belongs to; unknown names are absent."""
+        ...
+
+    def facts(self, key: UserKey, entities: Sequence[str] | None = None, *, direction: Direction = "both",
+              predicate: str | None = None, believed_only: bool = False) -> list[Fact]:
+        """Fact versions of ``key`` whose subject (``outgoing``), object (``incoming``) or either (``both``) is
+        one of ``entities`` (every fact when None), optionally of one predicate; retired versions too unless
+        ``believed_only``."""
+        ...
+
+    def lines(self, key: UserKey, fact_ids: Sequence[str]) -> list[Fact]:
+        """Every version of these fact lines (``Fact.fact_id``)."""
+        ...
+
+    def write(self, key: UserKey, *, at: datetime, retire: Sequence[str] = (), add: Sequence[Fact] = (),
+              entities: Sequence[Entity] = ()) -> None:
+        """In one transaction: set ``retired_at = at`` on these believed versions (by ``Fact.id``), insert
+        ``add`` (a version id already stored is left as it is), and upsert ``entities`` (name, type and
+        aliases replaced; an alias row points at its entity)."""
+        ...
+
+    def count(self, key: UserKey) -> int:
+        """``key``'s believed (unretired) fact versions."""
+        ...
+
+    def delete(self, key: UserKey, fact_ids: Sequence[str]) -> int:
+        """Hard-delete every version of these fact lines; returns the versions removed."""
+        ...
+
+    def users(self, app: str) -> list[str]:
+        """The users of ``app`` with a fact, an entity or a diary entry, sorted (what a backup exports)."""
+        ...
+
+    def expire(self, app: str, before: datetime) -> int:
+        """Delete ``app``'s fact lines (every version) whose newest version was recorded before ``before`` (the
+        app's TTL, like entries); returns the versions removed."""
+        ...
+
+
+class DiaryRepository(Protocol):
+    """Agent diary entries per (app, user, agent): never part of memory search."""
+
+    def write(self, key: UserKey, entries: Sequence[DiaryEntry]) -> int:
+        """Store entries (an id already stored is left as it is); returns how many were new."""
+        ...
+
+    def read(self, key: UserKey, agent: str | None, *, limit: int | None, since: datetime | None = None,
+             until: datetime | None = None, wing: str | None = None) -> tuple[list[DiaryEntry], int]:
+        """``agent``'s entries (every agent's when None) written in ``[since, until]`` (and of ``wing``),
+        newest first, at most ``limit`` (None: all); with the number of entries that matched."""
+        ...
+
+    def expire(self, app: str, before: datetime) -> int:
+        """Delete ``app``'s entries written before ``before``; returns how many."""
+        ...
+
+
+class ShardLease(Protocol):
+    """Fencing of shard incarnations: at most one incarnation of a shard number writes at a time.
+
+    An incarnation takes the lease (``acquire``) when it starts, which raises the shard's epoch by one; from
+    then on every write transaction of the archive checks, inside that transaction, that the epoch is still its
+    own, and the shard calls ``check`` before each write to its other stores (vector store, keyword
+    index). Once another incarnation has taken the lease, both raise :class:`memcore.errors.FencedError`,
+    and keep raising it: the stale incarnation writes nothing more. An archive that a single process owns
+    (SQLite in the shard's directory) has nothing to fence: its lease never fails.
+    """
+
+    @property
+    def epoch(self) -> int | None:
+        """This incarnation's epoch (None before ``acquire``)."""
+        ...
+
+    @property
+    def fenced(self) -> bool:
+        """Whether another incarnation has taken the lease since this one acquired it (known from a check)."""
+        ...
+
+    def acquire(self) -> int:
+        """Take the lease for this incarnation: the shard's epoch + 1, returned."""
+        ...
+
+    def check(self) -> None:
+        """Raise :class:`memcore.errors.FencedError` unless this incarnation still holds the lease."""
+        ...
+
+
 class EventArchive(Protocol):
-    """Everything a shard keeps besides its stores: archived turns, session cursors, jobs, access times
-    and write numbers, as repositories over one engine; every row is keyed by (app, user).
+    """Everything a shard keeps besides its stores: archived turns, session cursors, jobs, access times,
+    write numbers, the knowledge graph and the agent diary, as repositories over one engine; every row is
+    keyed by (app, user).
 
     Calls that span users (``requeue_unfinished``, ``oldest_unextracted``, ``counts``, ``prune``,
     ``users``, ``expire``) cover the users this archive serves: a shard's own file, or in an engine
-    shared by every shard, the users the shard owns. Implementation:
-    :class:`memcore.stores.sqlite_archive.SqliteArchive` (one SQLite file per shard).
+    shared by every shard, the users the shard owns. Implementations:
+    :class:`memcore.stores.sqlite_archive.SqliteArchive` (one SQLite file per shard) and
+    :class:`memcore.stores.postgres_archive.PostgresArchive` (one PostgreSQL database shared by every
+    shard; a shard serves the users :func:`memcore.ids.shard_of` routes to it). A database that cannot be
+    reached raises :class:`memcore.errors.ArchiveUnavailableError`.
     """
 
     @property
@@ -389,9 +497,36 @@ class EventArchive(Protocol):
     @property
     def sequence(self) -> SequenceRepository: ...
 
+    @property
+    def graph(self) -> GraphRepository: ...
+
+    @property
+    def diary(self) -> DiaryRepository: ...
+
+    @property
+    def lease(self) -> ShardLease: ...
+
     def erase_user(self, key: UserKey) -> dict[str, int]:
         """Delete every row of ``key`` but its write counter, in one transaction; returns the counts
-        (``events``, ``sessions``, ``jobs``, ``access``)."""
+        (``events``, ``sessions``, ``jobs``, ``access``, ``graph_facts``, ``graph_entities``,
+        ``graph_aliases``, ``diary``)."""
+        ...
+
+    def keys(self) -> list[UserKey]:
+        """Every (app, user) with any row here (turns, sessions, jobs, access times, graph facts or entities,
+        diary entries or a write counter), sorted."""
+        ...
+
+    def export_user(self, key: UserKey) -> UserRows:
+        """Every row of ``key`` (its write counter, knowledge graph and diary included), in arrival / ingest
+        order."""
+        ...
+
+    def import_users(self, rows: Sequence[UserRows]) -> None:
+        """Make each item of ``rows`` its user's rows here, in one transaction: rows of those users already here
+        are replaced (importing the same rows again changes nothing but numbers), turns get new arrival numbers
+        in their order and job bounds (``upto_seq``) follow them, jobs are numbered after this archive's in
+        their order; a user's write counter never moves backwards (it may commit apart from the rest)."""
         ...
 
     def compact(self) -> None:

@@ -176,8 +176,11 @@ async def scenario(cluster: Any, workers: list[Any], data_dir: Path, serve: bool
     task = asyncio.create_task(keep_writing())
     probe = HttpProbe(base, [u for u in USERS if out["user_shards"][u] not in victims]) if base else None
     probe_task = asyncio.create_task(probe.run(stop)) if probe else None
-    if probe:
-        await asyncio.sleep(1.0)  # answers before the removal, for comparison
+    if probe:  # answers before the removal, for comparison: at least 1 s of them, and 5 (a busy machine is slow)
+        await asyncio.sleep(1.0)
+        deadline = time.monotonic() + 30
+        while len(probe.samples) < 5 and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
     t0 = time.monotonic()
     await asyncio.to_thread(cluster.remove_node, worker_ids[victim_id], False)
     out["removed_after_s"] = round(time.monotonic() - t0, 2)

@@ -35,6 +35,7 @@ SECRETS = K8S / "secrets.template.yaml"
 OVERLAYS = {"local": K8S / "overlays" / "local", "production": K8S / "overlays" / "production"}
 
 Doc = dict[str, Any]
+SECRET_NAMES = {"memcluster-api-keys", "qdrant-api-key", "memcluster-postgres", "redis-password"}
 
 
 # ----------------------------------------------------------------------------------------- helpers
@@ -486,6 +487,46 @@ def test_qdrant_statefulset() -> None:
     assert (probe["path"], probe["port"]) == ("/readyz", 6333)
 
 
+@pytest.mark.parametrize(("name", "port", "mount"), [("postgres", 5432, "/var/lib/postgresql/data"),
+                                                     ("redis", 6379, "/data")])
+def test_state_statefulsets(name: str, port: int, mount: str) -> None:
+    """PostgreSQL (the cluster state) and Redis (GCS fault tolerance): one pod each on a PVC, reachable
+    through a Service of the same name, only from memcluster's pods, its password from a Secret."""
+    docs = resources()
+    ss = next(d for d in of_kind(docs, "StatefulSet") if d["metadata"]["name"] == name)
+    spec = ss["spec"]
+    assert spec["replicas"] == 1 and spec["serviceName"] == name
+    svc = next(s for s in of_kind(docs, "Service") if s["metadata"]["name"] == name)
+    assert [p["port"] for p in svc["spec"]["ports"]] == [port]
+    (claim,) = spec["volumeClaimTemplates"]
+    (c,) = spec["template"]["spec"]["containers"]
+    assert {m["name"]: m["mountPath"] for m in c["volumeMounts"]} == {claim["metadata"]["name"]: mount}
+    assert re.fullmatch(rf"{name}:\d+(\.\d+)+", c["image"]), "a pinned release tag"
+    assert c["readinessProbe"] and port in {p["containerPort"] for p in c["ports"]}
+    assert any(k == "secretKeyRef" for k, _ in walk(c["env"])), "the password comes from a Secret"
+    (policy,) = [p for p in of_kind(docs, "NetworkPolicy") if p["spec"]["podSelector"]["matchLabels"] ==
+                 {"app.kubernetes.io/name": name}]
+    (rule,) = policy["spec"]["ingress"]
+    assert rule["from"] == [{"podSelector": {"matchLabels": {"app.kubernetes.io/name": "memcluster"}}}]
+    assert rule["ports"] == [{"port": port}]
+
+
+def test_ray_pods_reach_the_cluster_state() -> None:
+    """Every Ray container gets the archive DSN from the memcluster-postgres Secret; the RayService's GCS
+    is fault tolerant on the redis Service (Ray's recommendation for RayService head restarts)."""
+    rs = rayservice()
+    for where, c in containers([rs]):
+        dsn = [e for e in c["env"] if e["name"] == "MEMCLUSTER_ARCHIVE__DSN"]
+        assert dsn == [{"name": "MEMCLUSTER_ARCHIVE__DSN", "valueFrom": {"secretKeyRef": {
+            "name": "memcluster-postgres", "key": "dsn"}}}], where
+    ft = rs["spec"]["rayClusterConfig"]["gcsFaultToleranceOptions"]
+    assert ft["redisAddress"] == "redis:6379"
+    assert ft["redisPassword"]["valueFrom"]["secretKeyRef"] == {"name": "redis-password", "key": "password"}
+    secrets = {s["metadata"]["name"]: s["stringData"] for s in of_kind(docs_of(SECRETS), "Secret")}
+    assert urlparse(secrets["memcluster-postgres"]["dsn"]).hostname == "postgres"
+    assert secrets["memcluster-postgres"]["password"] in secrets["memcluster-postgres"]["dsn"]
+
+
 def test_services_and_policies_select_existing_pods() -> None:
     docs = resources()
     labels = pod_labels(docs)
@@ -513,7 +554,7 @@ def test_referenced_secrets_and_config_maps_exist() -> None:
     docs = resources()
     templates = {s["metadata"]["name"]: set(s.get("stringData") or s.get("data") or {})
                  for s in of_kind(docs_of(SECRETS), "Secret")}
-    assert set(templates) == {"memcluster-api-keys", "qdrant-api-key"}
+    assert set(templates) == SECRET_NAMES
     refs = [v for k, v in walk(docs) if k == "secretKeyRef"]
     assert refs
     for ref in refs:
@@ -561,6 +602,14 @@ def test_images_are_pinned() -> None:
     assert f"ray[default]=={ray_pin()}" in dockerfile and "torch==2.13.0" in dockerfile
 
 
+def test_the_image_sets_the_serve_process_environment_memctl_sets() -> None:
+    from cluster.deploy import SERVE_PROCESS_ENV
+
+    dockerfile = (K8S / "Dockerfile").read_text(encoding="utf-8")
+    for name, value in SERVE_PROCESS_ENV.items():
+        assert re.search(rf"^\s*(ENV\s+)?{name}={re.escape(value)}\b", dockerfile, re.M), f"{name}={value}"
+
+
 # ------------------------------------------------------------------------- built overlays (kubectl)
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl (with its kustomize) is not installed")
 @pytest.mark.parametrize("overlay", sorted(OVERLAYS))
@@ -577,10 +626,11 @@ def test_overlay_builds(overlay: str) -> None:
         assert c.get("image"), f"{where}: the overlay lost the image"
         assert c["resources"]["requests"] and c["resources"]["limits"], where
     groups = rs["spec"]["rayClusterConfig"].get("workerGroupSpecs") or []
-    ss = one(docs, "StatefulSet")
+    ss = next(d for d in of_kind(docs, "StatefulSet") if d["metadata"]["name"] == "qdrant")
+    assert {d["metadata"]["name"] for d in of_kind(docs, "StatefulSet")} == {"qdrant", "postgres", "redis"}
     if overlay == "local":
         assert groups == [] and ss["spec"]["replicas"] == 1
-        assert {s["metadata"]["name"] for s in of_kind(docs, "Secret")} == {"memcluster-api-keys", "qdrant-api-key"}
+        assert {s["metadata"]["name"] for s in of_kind(docs, "Secret")} == SECRET_NAMES
         head = rs["spec"]["rayClusterConfig"]["headGroupSpec"]["template"]["spec"]["containers"][0]
         assert head["env"] and head["envFrom"], "the local head keeps its settings"
     else:

@@ -17,12 +17,10 @@ from typing import Any
 from memcore.extraction.events import Event
 from memcore.model import UserKey
 from memcore.records import UNFINISHED, ArchivedTurn, RecallHit, Turn
+from memcore.stores.archive_codec import HIDDEN, HIDDEN_CODES, MAX_QUERY_TOKENS, REMOVED, VISIBLE, at_us, to_us
 from memcore.stores.sqlite_archive.database import Database, chunks, marks
-from memcore.stores.sqlite_archive.schema import HIDDEN, HIDDEN_CODES, REMOVED, VISIBLE
-from memcore.stores.sqlite_archive.timestamps import at_us, to_us
 from memcore.text import tokenize
 
-MAX_QUERY_TOKENS = 64
 _EVENT = "id, role, content, ts_us, external_context"
 _TURN = "app = ? AND user = ? AND session = ? AND id = ?"
 
@@ -121,7 +119,7 @@ class SqliteEvents:
             " GROUP BY session ORDER BY first, session", (key.app, key.user))]
 
     def search(self, key: UserKey, query: str, *, exclude_session: str | None = None,
-               limit: int = 10) -> list[RecallHit]:
+               limit: int = 10, since: datetime | None = None) -> list[RecallHit]:
         tokens = list(dict.fromkeys(tokenize(query)))[:MAX_QUERY_TOKENS]
         if not tokens:
             return []
@@ -134,6 +132,9 @@ class SqliteEvents:
         if exclude_session is not None:
             sql += " AND e.session != ?"
             args.append(exclude_session)
+        if since is not None:
+            sql += " AND e.ts_us >= ?"
+            args.append(to_us(since))
         sql += " ORDER BY rank, e.ts_us DESC, e.id LIMIT ?"
         args.append(limit)
         return [RecallHit(session=s, event_id=i, role=r, content=c, timestamp=at_us(t), score=round(-rank, 6))

@@ -4,19 +4,18 @@ file, so a job's record commits with the turns it covers."""
 
 from __future__ import annotations
 
-import json
+import sqlite3
 import time
-from datetime import UTC, datetime
-from typing import Any
 
 from memcore.errors import NotFoundError
 from memcore.model import UserKey
 from memcore.records import FINISHED, UNFINISHED, JobRecord
+from memcore.stores.archive_codec import JOB_COLUMNS, to_us
+from memcore.stores.archive_codec import job_from_row as _job
+from memcore.stores.archive_codec import job_result as _result
 from memcore.stores.sqlite_archive.database import Database
-from memcore.stores.sqlite_archive.timestamps import from_epoch, from_us, to_us
 
-_SELECT = ("SELECT seq, id, app, user, session, status, upto_us, created_at, started_at, finished_at, sync,"
-           " attempts, reason, result, cursor_us, upto_seq FROM jobs")
+_SELECT = f"SELECT {JOB_COLUMNS.format(user='user')} FROM jobs"
 
 
 def _statuses(statuses: tuple[str, ...]) -> str:
@@ -90,20 +89,17 @@ class SqliteJobs:
         return int(cur.rowcount)
 
 
-def _result(job: JobRecord) -> str:
-    return json.dumps({"operations": job.operations, "errors": job.errors, "counts": job.counts,
-                       "reason_code": job.reason_code})
+def user_jobs(db: Database, key: UserKey) -> list[JobRecord]:
+    """Every job of ``key``, in ingest order (moving a user: :mod:`memcore.stores.sqlite_archive.transfer`)."""
+    return [_job(r) for r in db.query(_SELECT + " WHERE app = ? AND user = ? ORDER BY seq", (key.app, key.user))]
 
 
-def _job(row: tuple[Any, ...]) -> JobRecord:
-    (seq, jid, app, user, session, status, upto, created, started, finished, sync, attempts, reason, result, cur,
-     upto_seq) = row
-    data = json.loads(result) if result else {}
-    return JobRecord(
-        job_id=jid, seq=seq, status=status, app=app, user=user, session=session,
-        created_at=datetime.fromtimestamp(created, UTC),
-        started_at=from_epoch(started), finished_at=from_epoch(finished), sync=bool(sync), attempts=attempts,
-        upto=from_us(upto), reason=reason, reason_code=data.get("reason_code"),
-        operations=data.get("operations", []), errors=data.get("errors", []),
-        counts=data.get("counts", {}), cursor=from_us(cur), upto_seq=upto_seq,
-    )
+def insert_job(tx: sqlite3.Connection, job: JobRecord, upto_seq: int | None) -> None:
+    """Insert ``job`` whole (a new ingest number; ``upto_seq`` as the target file numbers the user's turns)."""
+    tx.execute(
+        "INSERT INTO jobs (id, app, user, session, status, upto_us, created_at, started_at, finished_at, sync,"
+        " attempts, reason, result, cursor_us, upto_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (job.job_id, job.app, job.user, job.session, job.status, to_us(job.upto) if job.upto else None,
+         job.created_at.timestamp(), job.started_at.timestamp() if job.started_at else None,
+         job.finished_at.timestamp() if job.finished_at else None, int(job.sync), job.attempts, job.reason,
+         _result(job), to_us(job.cursor) if job.cursor else None, upto_seq))

@@ -2,19 +2,20 @@
 
 - ``events``: raw user/assistant text turns, keyed by (app, user, session, id), with an arrival number
   ``seq`` (file-wide, increasing, never reused: ``counters``), an ``extracted`` flag and the state
-  ``hidden`` (:data:`HIDDEN_CODES`); ``events_fts`` is an FTS5 index over :func:`memcore.text.tokenize`
-  tokens with a per-user scope token, for session recall;
+  ``hidden`` (:data:`memcore.stores.archive_codec.HIDDEN_CODES`); ``events_fts`` is an FTS5 index over
+  :func:`memcore.text.tokenize` tokens with a per-user scope token, for session recall;
 - ``sessions``: each session's cursor ``last_extract_us`` and its external-context mark;
-- ``jobs``: one row per ingest; ``access``: last read time of entries.
+- ``jobs``: one row per ingest; ``access``: last read time of entries;
+- ``graph_entities`` / ``graph_aliases`` / ``graph_facts``: the knowledge graph (:mod:`memcore.graph`), fact
+  versions keyed by version id with their line ``fact_id``; ``diary``: agent diary entries.
+
+Every table is created with ``IF NOT EXISTS`` when a file is opened, so an archive written before a table
+existed gets it on its next open (the migration of those files is that).
 """
 
 from __future__ import annotations
 
-from memcore.records import TurnState
 from memcore.stores.sqlite_archive.database import Database
-
-VISIBLE, HIDDEN, REMOVED = 0, 1, 2
-HIDDEN_CODES: dict[int, TurnState] = {VISIBLE: "visible", HIDDEN: "hidden", REMOVED: "removed"}
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS events (
@@ -47,9 +48,36 @@ CREATE TABLE IF NOT EXISTS access (
     app TEXT NOT NULL, user TEXT NOT NULL, entry_id TEXT NOT NULL, at REAL NOT NULL,
     PRIMARY KEY (app, user, entry_id)
 );
+CREATE TABLE IF NOT EXISTS graph_entities (
+    app TEXT NOT NULL, user TEXT NOT NULL, key TEXT NOT NULL, name TEXT NOT NULL, type TEXT,
+    aliases TEXT NOT NULL DEFAULT '[]',
+    PRIMARY KEY (app, user, key)
+);
+CREATE TABLE IF NOT EXISTS graph_aliases (
+    app TEXT NOT NULL, user TEXT NOT NULL, alias TEXT NOT NULL, entity TEXT NOT NULL,
+    PRIMARY KEY (app, user, alias)
+);
+CREATE INDEX IF NOT EXISTS graph_aliases_by_entity ON graph_aliases (app, user, entity);
+CREATE TABLE IF NOT EXISTS graph_facts (
+    app TEXT NOT NULL, user TEXT NOT NULL, id TEXT NOT NULL, fact_id TEXT NOT NULL,
+    subject TEXT NOT NULL, subject_name TEXT NOT NULL, predicate TEXT NOT NULL,
+    object TEXT NOT NULL, object_name TEXT NOT NULL,
+    valid_from_us INTEGER, valid_to_us INTEGER, recorded_us INTEGER NOT NULL, retired_us INTEGER,
+    confidence REAL NOT NULL, memories TEXT NOT NULL, turns TEXT NOT NULL, source TEXT, writer TEXT NOT NULL,
+    PRIMARY KEY (app, user, id)
+);
+CREATE INDEX IF NOT EXISTS graph_facts_by_subject ON graph_facts (app, user, subject, predicate);
+CREATE INDEX IF NOT EXISTS graph_facts_by_object ON graph_facts (app, user, object);
+CREATE INDEX IF NOT EXISTS graph_facts_by_line ON graph_facts (app, user, fact_id);
+CREATE TABLE IF NOT EXISTS diary (
+    app TEXT NOT NULL, user TEXT NOT NULL, id TEXT NOT NULL, agent TEXT NOT NULL, text TEXT NOT NULL,
+    topic TEXT NOT NULL, wing TEXT, written_us INTEGER NOT NULL,
+    PRIMARY KEY (app, user, id)
+);
+CREATE INDEX IF NOT EXISTS diary_by_agent ON diary (app, user, agent, written_us);
 """
 
-USER_TABLES = ("events", "sessions", "jobs", "access")
+USER_TABLES = ("events", "sessions", "jobs", "access", "graph_facts", "graph_entities", "graph_aliases", "diary")
 """The tables with rows of a user (what erasing the user empties)."""
 
 

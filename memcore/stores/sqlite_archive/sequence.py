@@ -30,5 +30,18 @@ class SqliteSequence:
             " DO UPDATE SET value = value + 1 RETURNING value", (key.app, key.user))
         return int(rows[0][0])
 
+    def value(self, key: UserKey) -> int | None:
+        """The user's last number taken (None: none yet)."""
+        rows = self._db.query("SELECT value FROM user_seq WHERE app = ? AND user = ?", (key.app, key.user))
+        return int(rows[0][0]) if rows else None
+
+    def raise_to(self, key: UserKey, value: int) -> None:
+        """Make the user's last number at least ``value`` (a counter moved from another file)."""
+        self._db.query("INSERT INTO user_seq (app, user, value) VALUES (?, ?, ?) ON CONFLICT (app, user)"
+                       " DO UPDATE SET value = max(value, excluded.value)", (key.app, key.user, value))
+
+    def keys(self) -> list[UserKey]:
+        return [UserKey(app=a, user=u) for a, u in self._db.query("SELECT app, user FROM user_seq")]
+
     def close(self) -> None:
         self._db.close()

@@ -8,8 +8,8 @@ from datetime import datetime
 from typing import Any
 
 from memcore.model import UserKey
+from memcore.stores.archive_codec import from_us, to_us
 from memcore.stores.sqlite_archive.database import Database, marks
-from memcore.stores.sqlite_archive.timestamps import from_us, to_us
 
 
 class SqliteSessions:

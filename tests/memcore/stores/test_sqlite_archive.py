@@ -13,15 +13,17 @@ from memcore.extraction.events import Event
 from memcore.model import UserKey
 from memcore.ports import (
     AccessRepository,
+    DiaryRepository,
     EventArchive,
     EventRepository,
+    GraphRepository,
     JobRepository,
     SequenceRepository,
     SessionRepository,
 )
 from memcore.records import JobRecord
+from memcore.stores.archive_codec import from_us, to_us
 from memcore.stores.sqlite_archive import SqliteArchive
-from memcore.stores.sqlite_archive.timestamps import from_us, to_us
 
 A = UserKey(app="app", user="alice")
 B = UserKey(app="app", user="bob")
@@ -41,7 +43,8 @@ def archive(tmp_path: Path) -> SqliteArchive:
 
 
 PORTS = {"": EventArchive, "events": EventRepository, "sessions": SessionRepository, "jobs": JobRepository,
-         "access": AccessRepository, "sequence": SequenceRepository}
+         "access": AccessRepository, "sequence": SequenceRepository, "graph": GraphRepository,
+         "diary": DiaryRepository}
 
 
 @pytest.mark.parametrize("part", list(PORTS))
@@ -55,6 +58,23 @@ def test_implements_every_method_of_the_port(archive: SqliteArchive, part: str) 
         want = list(inspect.signature(getattr(PORTS[part], name)).parameters)[1:]
         assert list(inspect.signature(getattr(impl, name)).parameters) == want, name
     assert port.events.read(A) == []
+
+
+def test_an_archive_without_graph_tables_gets_them_on_open(tmp_path: Path) -> None:
+    """The graph's migration: a file written before the graph and diary tables existed gains them, its turns
+    kept; opening it again changes nothing."""
+    archive = SqliteArchive(tmp_path / "a.sqlite3", tmp_path / "seq.sqlite3")
+    archive.events.append(A, "s1", [ev(0, "hello")])
+    archive._db.script("DROP TABLE graph_facts; DROP TABLE graph_entities; DROP TABLE graph_aliases; DROP TABLE diary")
+    archive.close()
+    for _ in range(2):
+        reopened = SqliteArchive(tmp_path / "a.sqlite3", tmp_path / "seq.sqlite3")
+        try:
+            assert [e.content for e in reopened.events.read(A)] == ["hello"]
+            assert reopened.graph.facts(A) == [] and reopened.graph.count(A) == 0
+            assert reopened.diary.read(A, None, limit=5) == ([], 0)
+        finally:
+            reopened.close()
 
 
 def test_write_numbers_rise_per_user_and_survive_a_reopen_and_an_erasure(tmp_path: Path) -> None:
@@ -237,3 +257,48 @@ def test_an_archive_without_arrival_numbers_is_migrated(tmp_path: Path) -> None:
         assert [(q, e.id) for q, e in archive.events.unextracted(A, "s1")] == [(3, "e2"), (4, "e9")]
     finally:
         archive.close()
+
+
+def test_a_user_moves_to_another_archive_whole(archive: SqliteArchive, tmp_path: Path) -> None:
+    """export_user / import_users: every row of the user in every state lands in another file, renumbered
+    after that file's own rows (arrival order, job order and job bounds kept); importing again replaces."""
+    from memcore.records import Turn
+
+    archive.events.append(B, "s0", [ev(0, "bob's turn")])
+    archive.events.append(A, "s1", [ev(i, f"green tea {i} 東京") for i in range(1, 6)])
+    archive.events.mark_extracted(A, "s1", upto_seq=3)
+    archive.events.hide(A, [Turn("s1", "e2")])
+    archive.events.remove(A, [Turn("s1", "e3")])
+    archive.sessions.set_last_extract_at(A, "s1", T0 + timedelta(seconds=2))
+    queued = archive.jobs.create(JobRecord(job_id="j-queued", status="queued", app="app", user="alice",
+                                           session="s1", created_at=T0, upto_seq=5))
+    archive.access.touch(A, ["m1"], at=1234.5)
+    archive.sequence.next(A), archive.sequence.next(A)
+    assert archive.keys() == [A, B]
+    rows = archive.export_user(A)
+    assert [t.state for t in rows.turns] == ["visible", "hidden", "removed", "visible", "visible"]
+    assert rows.sequence == 2 and rows.access == (("m1", 1234.5),) and rows.jobs[0].upto_seq == queued.upto_seq
+
+    other = SqliteArchive(tmp_path / "b" / "archive.sqlite3", tmp_path / "b" / "seq.sqlite3")
+    try:
+        other.events.append(B, "s9", [ev(i, "padding") for i in range(7)])
+        other.import_users([rows])
+        other.import_users([rows])  # a second import (a resumed move) replaces, never duplicates
+        moved = other.export_user(A)
+        assert [t._replace(arrival=0) for t in moved.turns] == [t._replace(arrival=0) for t in rows.turns]
+        assert [t.arrival for t in moved.turns] == sorted(t.arrival for t in moved.turns)
+        assert min(t.arrival for t in moved.turns) > 7  # after the target's own turns
+        assert moved.sessions == rows.sessions and moved.access == rows.access and moved.sequence == 2
+        # the queued job still covers the same turns (its bound named arrival 5 of the first file: e4)
+        job = other.jobs.requeue_unfinished()[0]
+        assert job.job_id == "j-queued"
+        covered = [e.id for _, e in archive.events.unextracted(A, "s1", upto_seq=queued.upto_seq)]
+        assert covered == ["e4"]
+        assert [e.id for _, e in other.events.unextracted(A, "s1", upto_seq=job.upto_seq)] == covered
+        assert other.jobs.pending_upto(A, "s1") == job.upto_seq
+        assert [h.event_id for h in other.events.search(A, "東京")][:1] and \
+            {h.event_id for h in other.events.search(A, "tea")} == {"e1", "e4", "e5"}  # hidden/removed: not found
+        assert other.sequence.next(A) == 3  # the write counter keeps rising
+        assert other.events.count(B) == 7
+    finally:
+        other.close()
