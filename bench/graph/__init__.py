@@ -1,0 +1,1 @@
+"""The knowledge graph's latency benchmark (:mod:`bench.graph.run`)."""
