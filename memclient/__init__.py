@@ -26,7 +26,7 @@ from memclient.errors import (
     Unreachable,
 )
 from memclient.retry import Retry
-from memclient.types import Entry, Job, PreloadResult, SearchHit
+from memclient.types import Entry, Job, PreloadResult, SearchHit, SearchResults
 
 __all__ = [
     "AsyncMemoryClient",
@@ -41,6 +41,7 @@ __all__ = [
     "PreloadResult",
     "Retry",
     "SearchHit",
+    "SearchResults",
     "Unavailable",
     "Unreachable",
 ]

@@ -19,7 +19,7 @@ import httpx
 from memclient.errors import InvalidRequest, MemclientError, Unavailable, Unreachable, error_class
 from memclient.retry import Retry
 from memclient.segments import segment_problem
-from memclient.types import Entry, Job, PreloadResult, SearchHit
+from memclient.types import Entry, Job, PreloadResult, SearchHit, SearchResults
 
 T = TypeVar("T")
 DEFAULT_BASE_URL = "http://127.0.0.1:8000"
@@ -196,14 +196,16 @@ def compact() -> Call[dict[str, Any]]:
     return Call("POST", "/v1/admin/compact", _dict, idempotent=True)
 
 
-def search(app: str, user: str, body: dict[str, Any]) -> Call[list[SearchHit]]:
+def search(app: str, user: str, body: dict[str, Any]) -> Call[SearchResults]:
     return Call("POST", user_path(app, user, "memories", "search"),
-                lambda data: [SearchHit.from_json(h) for h in data["hits"]], body=body, idempotent=True)
+                lambda data: SearchResults((SearchHit.from_json(h) for h in data["hits"]), data.get("facts") or []),
+                body=body, idempotent=True)
 
 
 def preload(app: str, user: str, budget: int, message: str, mode: str, playbook: str | None,
             topics: Sequence[str] | None = None, topics_match: str | None = None,
-            max_tokens: int | None = None, min_relevance: float | None = None) -> Call[PreloadResult]:
+            max_tokens: int | None = None, min_relevance: float | None = None,
+            include_facts: bool = False) -> Call[PreloadResult]:
     body: dict[str, Any] = {"budget": budget, "message": message, "mode": mode}
     if playbook is not None:
         body["playbook"] = playbook
@@ -215,6 +217,8 @@ def preload(app: str, user: str, budget: int, message: str, mode: str, playbook:
         body["max_tokens"] = max_tokens
     if min_relevance is not None:
         body["min_relevance"] = min_relevance
+    if include_facts:
+        body["include_facts"] = True
     return Call("POST", user_path(app, user, "preload"), PreloadResult.from_json, body=body, idempotent=True)
 
 
@@ -252,6 +256,35 @@ def job(job_id: str) -> Call[Job]:
 
 def recall(app: str, user: str, body: dict[str, Any]) -> Call[dict[str, Any]]:
     return Call("POST", user_path(app, user, "sessions", "recall"), _dict, body=body, idempotent=True)
+
+
+# ----------------------------------------------------------------------------- knowledge graph, diary
+def _params(values: Mapping[str, Any]) -> dict[str, str]:
+    """Query parameters of the values given (times as ISO-8601)."""
+    return {k: (_time(v) if isinstance(v, datetime) else str(v)) or "" for k, v in values.items() if v is not None}
+
+
+def _body(values: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: (_time(v) if isinstance(v, datetime) else v) for k, v in values.items() if v is not None}
+
+
+def graph_post(app: str, user: str, path: Sequence[str], body: Mapping[str, Any]) -> Call[dict[str, Any]]:
+    """A write of the graph or diary routes (``graph/facts``, ``graph/facts/invalidate``, ``diary``)."""
+    return Call("POST", user_path(app, user, *path), _dict, body=_body(body))
+
+
+def graph_put_entity(app: str, user: str, body: Mapping[str, Any]) -> Call[dict[str, Any]]:
+    return Call("PUT", user_path(app, user, "graph", "entities"), _dict, body=_body(body), idempotent=True)
+
+
+def graph_delete(app: str, user: str, fact_id: str) -> Call[dict[str, Any]]:
+    return Call("DELETE", user_path(app, user, "graph", "facts", ident(fact_id, "fact_id")), _dict)
+
+
+def graph_get(app: str, user: str, path: Sequence[str], params: Mapping[str, Any]) -> Call[dict[str, Any]]:
+    """A read of the graph or diary routes (``graph/facts``, ``graph/timeline``, ``graph/neighbourhood``,
+    ``graph/entities/<name>``, ``diary``)."""
+    return Call("GET", user_path(app, user, *path), _dict, params=_params(params) or None, idempotent=True)
 
 
 # ----------------------------------------------------------------------------- health

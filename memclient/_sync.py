@@ -12,7 +12,7 @@ import httpx
 from memclient import _protocol as P
 from memclient._protocol import DEFAULT_BASE_URL, TimeLike
 from memclient.retry import Retry
-from memclient.types import Entry, Job, PreloadResult, SearchHit
+from memclient.types import Entry, Job, PreloadResult, SearchResults
 
 T = TypeVar("T")
 
@@ -145,9 +145,10 @@ class MemoryClient:
         hybrid: bool | None = None, rrf_k: int | None = None, dense_weight: float | None = None,
         keyword_weight: float | None = None, keyword_query: str | None = None, date_boost: bool | None = None,
         merge_overlapping: bool | None = None, metadata_filter: Mapping[str, str | int | bool] | None = None,
-        topics: Sequence[str] | None = None, topics_match: str | None = None,
-    ) -> list[SearchHit]:
-        """Ranked hits; options left as None take the server's defaults (README, "Retrieval")."""
+        topics: Sequence[str] | None = None, topics_match: str | None = None, include_facts: bool | None = None,
+    ) -> SearchResults:
+        """Ranked hits; options left as None take the server's defaults (README, "Retrieval"). With
+        ``include_facts`` the result's ``facts`` holds the current knowledge-graph facts the query names."""
         options = {"kind": kind, "time_from": time_from, "time_to": time_to, "max_results": max_results,
                    "max_tokens": max_tokens,
                    "similarity_threshold": similarity_threshold, "order_by_event_time": order_by_event_time,
@@ -155,19 +156,21 @@ class MemoryClient:
                    "dense_weight": dense_weight, "keyword_weight": keyword_weight, "keyword_query": keyword_query,
                    "date_boost": date_boost, "merge_overlapping": merge_overlapping,
                    "metadata_filter": dict(metadata_filter) if metadata_filter else None,
-                   "topics": list(topics) if topics is not None else None, "topics_match": topics_match}
+                   "topics": list(topics) if topics is not None else None, "topics_match": topics_match,
+                   "include_facts": include_facts}
         return self._send(P.search(app, user, P.search_body(query, options)))
 
     def preload(
         self, app: str, user: str, budget: int = 10, message: str = "", mode: str = "system",
         playbook: str | None = None, *, topics: Sequence[str] | None = None, topics_match: str | None = None,
-        max_tokens: int | None = None, min_relevance: float | None = None,
+        max_tokens: int | None = None, min_relevance: float | None = None, include_facts: bool = False,
     ) -> PreloadResult:
         """The memories to inject before a model call (budget 0 off, -1 all) and their rendered block;
         ``topics`` (any of them, or all with ``topics_match="all"``) narrows what is considered;
-        ``min_relevance`` (query/memory cosine, -1..1) injects only memories that match the message."""
+        ``min_relevance`` (query/memory cosine, -1..1) injects only memories that match the message;
+        ``include_facts`` adds the current knowledge-graph facts of the entities the message names."""
         return self._send(P.preload(app, user, budget, message, mode, playbook, topics, topics_match,
-                                        max_tokens, min_relevance))
+                                        max_tokens, min_relevance, include_facts))
 
     # ------------------------------------------------------------------ tools
     def tools(self, app: str, mode: str | None = None) -> list[dict[str, Any]]:
@@ -219,6 +222,63 @@ class MemoryClient:
         Options: ``session`` (the current one, left out), ``max_results`` (1..100, default 10).
         """
         return self._send(P.recall(app, user, P.search_body(query, options)))
+
+    # ------------------------------------------------------------------ knowledge graph, diary
+    def add_fact(self, app: str, user: str, subject: str, predicate: str, object: str, *,
+                       supersede: bool = False, **fields: Any) -> dict[str, Any]:
+        """Record ``subject -> predicate -> object`` (idempotent); ``supersede`` makes it the one current object
+        of the subject's predicate. Fields: ``valid_from``, ``valid_to`` (dates or datetimes), ``confidence``,
+        ``memories`` (memory ids), ``turns`` (turn refs), ``source``, ``subject_type``, ``object_type``.
+        Returns ``{"fact", "created", "closed"}``."""
+        body = {"subject": subject, "predicate": predicate, "object": object, "supersede": supersede or None,
+                **fields}
+        return self._send(P.graph_post(app, user, ("graph", "facts"), body))
+
+    def invalidate_fact(self, app: str, user: str, subject: str, predicate: str, object: str,
+                              ended: P.TimeLike | None = None) -> dict[str, Any]:
+        """End a current fact at ``ended`` (default now), keeping its history; returns ``{"closed": [...]}``."""
+        body = {"subject": subject, "predicate": predicate, "object": object, "ended": ended}
+        return self._send(P.graph_post(app, user, ("graph", "facts", "invalidate"), body))
+
+    def delete_fact(self, app: str, user: str, fact_id: str) -> dict[str, Any]:
+        """Remove a fact for good (every version)."""
+        return self._send(P.graph_delete(app, user, fact_id))
+
+    def facts(self, app: str, user: str, entity: str | None = None, **options: Any) -> dict[str, Any]:
+        """Facts of an entity (or all): options ``direction``, ``predicate``, ``as_of`` (valid time),
+        ``known_at`` (record time), ``limit``. An unknown entity answers ``{"facts": []}``."""
+        return self._send(P.graph_get(app, user, ("graph", "facts"), {"entity": entity, **options}))
+
+    def timeline(self, app: str, user: str, entity: str | None = None, **options: Any) -> dict[str, Any]:
+        """Facts in chronological order (options ``known_at``, ``limit``)."""
+        return self._send(P.graph_get(app, user, ("graph", "timeline"), {"entity": entity, **options}))
+
+    def neighbourhood(self, app: str, user: str, entity: str, hops: int = 1, **options: Any) -> dict[str, Any]:
+        """Entities within ``hops`` of ``entity`` and the facts between them (options ``as_of``, ``known_at``,
+        ``limit``)."""
+        params = {"entity": entity, "hops": hops, **options}
+        return self._send(P.graph_get(app, user, ("graph", "neighbourhood"), params))
+
+    def put_entity(self, app: str, user: str, name: str, *, type: str | None = None,
+                         aliases: Sequence[str] = ()) -> dict[str, Any]:
+        """Declare an entity's type and aliases (the aliases replace the stored ones)."""
+        return self._send(P.graph_put_entity(app, user, {"name": name, "type": type, "aliases": list(aliases)}))
+
+    def entity(self, app: str, user: str, name: str) -> dict[str, Any] | None:
+        """The entity a name or alias names, or None."""
+        data = self._send(P.graph_get(app, user, ("graph", "entities", P.ident(name, "name")), {}))
+        return data.get("entity")
+
+    def write_diary(self, app: str, user: str, text: str, *, agent: str | None = None,
+                          topic: str | None = None, wing: str | None = None) -> dict[str, Any]:
+        """Write an agent diary entry (never part of memory search)."""
+        body = {"text": text, "agent": agent, "topic": topic, "wing": wing}
+        return self._send(P.graph_post(app, user, ("diary",), body))
+
+    def read_diary(self, app: str, user: str, *, agent: str | None = None, **options: Any) -> dict[str, Any]:
+        """An agent's entries, newest first: options ``limit``, ``since``, ``until``, ``wing``; returns
+        ``{"agent", "entries", "total", "showing"}``."""
+        return self._send(P.graph_get(app, user, ("diary",), {"agent": agent, **options}))
 
     # ------------------------------------------------------------------ health
     def healthz(self) -> dict[str, Any]:

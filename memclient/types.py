@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+
+UNFINISHED: tuple[str, ...] = ("queued", "running")
+"""Job statuses of a job still to run or running; any other status is final (done, partial, failed, skipped)."""
 
 
 def parse_time(value: Any) -> datetime | None:
@@ -96,6 +100,15 @@ class SearchHit:
                    relevance=None if rel is None else float(rel))
 
 
+class SearchResults(list[SearchHit]):
+    """A search's hits (a list, best first) and, when the search asked ``include_facts``, ``facts``: the
+    current knowledge-graph facts of the entities the query names (the server's JSON objects)."""
+
+    def __init__(self, hits: Iterable[SearchHit] = (), facts: Iterable[dict[str, Any]] = ()) -> None:
+        super().__init__(hits)
+        self.facts: list[dict[str, Any]] = list(facts)
+
+
 @dataclass(frozen=True)
 class PreloadResult:
     """The chosen entries, the rendered memory block (empty when nothing is injected), the
@@ -122,7 +135,8 @@ class PreloadResult:
 
 @dataclass(frozen=True)
 class Job:
-    """An ingest job (auto memory): ``status`` is queued | running | done | failed | skipped; the rest
+    """An ingest job (auto memory): ``status`` is queued | running | done | partial | failed | skipped
+    (``partial``: extracted, but some operations failed; :attr:`failed_operations` lists them); the rest
     of the server's answer (``operations``: per-operation results, ``errors``, ``reason``,
     ``cursor``: the session's last_extract_at, ...) is kept in ``data``."""
 
@@ -137,4 +151,10 @@ class Job:
 
     @property
     def finished(self) -> bool:
-        return self.status in ("done", "failed", "skipped")
+        """Anything but queued or running (a state a newer server adds counts as finished)."""
+        return self.status not in UNFINISHED
+
+    @property
+    def failed_operations(self) -> list[dict[str, Any]]:
+        """The per-operation results whose status is ``failed`` (index, type, error, ...)."""
+        return [op for op in self.data.get("operations") or [] if op.get("status") == "failed"]

@@ -7,7 +7,8 @@ from types import ModuleType
 
 DISTRIBUTION = "memcluster-client"
 #: extra name -> the framework module each integration needs
-EXTRAS: dict[str, str] = {"trpc": "trpc_agent_sdk", "langgraph": "langgraph", "openai-agents": "agents"}
+EXTRAS: dict[str, str] = {"trpc": "trpc_agent_sdk", "langgraph": "langgraph", "openai-agents": "agents",
+                          "mcp": "mcp_types"}  # mcp 2.x (its types are a distribution of their own)
 
 
 def require(extra: str) -> ModuleType:

@@ -22,26 +22,37 @@ Every other label, in order, is the item's path; the user's place in it is kept 
 once joined, which no LangGraph label can be), so ``("memories", "alice")`` and ``("alice", "memories")``
 stay two namespaces. Each read and write is scoped to that memcluster app and user; the path (possibly
 empty) and the item key become the memcluster entry's caller ``key`` (a JSON array ``[*path, key]``),
-and the value is kept whole in the entry's ``metadata`` (``value``) next to the path prefixes that make
-namespace-prefix searches one metadata equality (``lg_p<depth>``, the labels joined by ``.``); search
-results are also checked against the namespace prefix itself.
+and the entry's ``metadata`` holds the path prefixes that make namespace-prefix searches one metadata
+equality (``lg_p<depth>``, the labels joined by ``.``); search results and gets are also checked against
+the namespace itself.
 
 Keys. memcluster's caller key is unique per (app, user); folding the rest of the namespace into it
 gives exactly LangGraph's semantics: the same namespace and key are the same JSON array, so ``put``
 replaces the item; two namespaces differ in a label or in length, so their arrays differ and the same
 key in two namespaces is two items, never one; ``search`` by a namespace prefix and
 ``list_namespaces`` see only the namespaces under it. The ``.``-joined prefixes are unambiguous
-because LangGraph refuses labels containing ``.``.
+because no label holds a ``.``: ``batch`` and ``abatch`` check every op before running any
+(:meth:`MemclusterStore.plan`) by LangGraph's own label rule (``validate_op_namespace``, what ``put``,
+``get`` and ``search`` apply: no ``.``, NUL, empty or non-string label), then the user mapping, each
+put's value and each search filter; a refused batch reads and writes nothing.
 
-- ``put``: the entry's text (what hybrid search ranks) is the value's string fields, or only the
-  fields named by ``index`` / ``index_fields``; values are bounded by memcluster's metadata limits
-  (about 4 KB of JSON, nesting 3 deep): larger ones fail with :class:`memclient.InvalidRequest`.
-- ``search(prefix, query=...)``: memcluster's hybrid search, :class:`SearchItem` scores are its fused
-  scores; without ``query`` the newest items first. ``filter`` is equality on value fields
-  (``{"field": v}`` or ``{"field": {"$eq": v}}``; ``$ne`` too), applied to the hits of the
-  namespace prefix.
-- ``list_namespaces`` needs a ``prefix`` condition that names the app and user (memcluster has no
-  cross-user listing).
+- ``put``: the entry's text (what search ranks) is the value's string fields, or only the fields named
+  by ``index`` / ``index_fields``. A value whose JSON is at most 1 KB (nesting at most 3 deep) is kept
+  whole in the entry's ``metadata`` (``value``); a larger one (long strings, deep nesting) as JSON in the
+  entry's text (:mod:`memclient.integrations.langgraph_values`). So values work up to memcluster's memory
+  text limit, 8192 bytes of UTF-8 (the indexed text included); a larger value, or one JSON cannot hold,
+  is refused (``ValueError`` / ``TypeError``) before anything is written.
+- ``search(prefix, query=...)``: LangGraph's vector search: a dense memcluster search with no floor;
+  :class:`SearchItem` ``score`` is the hit's relevance (the cosine of the query's and the item's
+  embedding, -1..1, ``SearchHit.relevance``), best first; items put with ``index=False`` come after the
+  scored ones with ``score`` None. Without ``query`` the newest items first. ``filter`` is LangGraph's
+  filter language (:mod:`memclient.integrations.langgraph_filter`: equality, nested objects, lists,
+  ``$eq``, ``$ne``, ``$gt``, ``$gte``, ``$lt``, ``$lte``, dotted paths), applied in the client to the
+  items of the namespace prefix (up to :data:`READ_LIMIT` of them).
+- ``list_namespaces`` and ``search`` need a prefix that names the app and user (memcluster has no
+  cross-user listing: ``list_namespaces()``, a suffix-only listing or ``search(())`` are refused).
+- One vector per item: the indexed fields are embedded joined, as one memory text (LangGraph embeds
+  each field path apart and scores an item by its best field).
 - TTL (``supports_ttl`` is True): ``put(..., ttl=minutes)`` becomes the entry's ``ttl_s`` (minutes x 60),
   so the item expires that long after the write: no get, search or listing returns it afterwards and
   the server's maintenance sweep deletes it (there is no client-side sweeper; ``ttl_config``'s
@@ -52,7 +63,14 @@ because LangGraph refuses labels containing ``.``.
   ``updated_at``). The server's per-app TTL (``ttl`` in its settings) applies on top.
 
 Errors of the service are raised as :class:`memclient.MemclientError` subclasses, never turned into
-empty results. ``batch`` uses the sync client, ``abatch`` the async one (``connect`` makes both).
+empty results: a ``BaseStore`` is a storage API, and LangGraph's own stores raise too (a ``get`` that
+answered None for an item it could not read would let the next ``put`` overwrite it; a node fails and
+the node's ``RetryPolicy`` may run it again). "Memory never blocks the model" (:mod:`memclient.guard`)
+applies to what is built on the store for the model: a node's memory read through
+:func:`memclient.guard.read_or_sync` (memory down: no memory, a warning), a tool through
+:func:`memclient.guard.safe_tool` (the error as the tool's result; LangGraph's ``ToolNode`` re-raises
+other exceptions by default), as ``examples/langgraph_memory.py`` does. ``batch`` uses the sync client,
+``abatch`` the async one (``connect`` makes both).
 """
 
 from __future__ import annotations
@@ -78,16 +96,23 @@ from langgraph.store.base import (  # noqa: E402
     Result,
     SearchItem,
     SearchOp,
+    validate_op_namespace,
 )
 
 from memclient import AsyncMemoryClient, Entry, MemoryClient, SearchHit  # noqa: E402
+from memclient.integrations.langgraph_filter import check_filter, matches  # noqa: E402
+from memclient.integrations.langgraph_values import encode_value, value_of  # noqa: E402
 
 __all__ = ["COLLECTIONS", "MemclusterStore"]
 
 MARK = "lg"  # metadata flag of entries written by the store
-DEPTH, KEY, VALUE, PREFIX, TTL = "lg_depth", "lg_key", "value", "lg_p", "lg_ttl"
+DEPTH, KEY, PREFIX, TTL = "lg_depth", "lg_key", "lg_p", "lg_ttl"
+#: metadata: False for an item put with ``index=False`` (search returns it unscored, after the scored ones)
+INDEXED = "lg_ix"
 #: the most entries one listing reads (the server's read limit)
 READ_LIMIT = 1000
+#: the most entries a get reads for one (namespace, key): one, plus any older entry of the same key
+FIND_LIMIT = 4
 #: collection labels that precede the user id in LangGraph's examples (``("memories", user_id)``)
 COLLECTIONS = frozenset({"memories", "memory", "user_memories", "profile", "profiles", "preferences", "facts",
                          "episodes", "instructions", "procedures"})
@@ -103,47 +128,18 @@ class Scope:
     """The namespace's other labels; :data:`USER_SLOT` where the user stood when labels precede it."""
 
 
+@dataclass(frozen=True)
+class Step:
+    """One checked operation of a batch (:meth:`MemclusterStore.plan`)."""
+
+    op: Op
+    scope: Scope
+    write: Mapping[str, Any] | None = None
+    """A put's ``add`` arguments (None: not a put, or a delete)."""
+
+
 def _prefixes(path: Sequence[str]) -> dict[str, str]:
     return {f"{PREFIX}{i}": ".".join(path[:i]) for i in range(1, len(path) + 1)}
-
-
-def _leaves(value: Any, head: str = "") -> list[str]:
-    if isinstance(value, Mapping):
-        return [s for k, v in value.items() for s in _leaves(v, f"{head}{k}: " if not head else f"{head}{k} ")]
-    if isinstance(value, list | tuple):
-        return [s for v in value for s in _leaves(v, head)]
-    if isinstance(value, str):
-        return [f"{head}{value}"] if value.strip() else []
-    if value is None:
-        return []
-    return [f"{head}{json.dumps(value)}"]
-
-
-def text_of(value: Mapping[str, Any], fields: Sequence[str] | None, key: str) -> str:
-    """What search ranks: the named top-level fields (all string leaves when ``fields`` is None)."""
-    if fields is not None:
-        parts = [s for f in fields if f in value for s in _leaves(value[f])]
-    else:
-        parts = _leaves(value)
-    return "\n".join(parts).strip() or key
-
-
-def _matches_filter(value: Mapping[str, Any], flt: Mapping[str, Any] | None) -> bool:
-    for field, want in (flt or {}).items():
-        have = value.get(field)
-        if isinstance(want, Mapping) and any(str(k).startswith("$") for k in want):
-            for op, operand in want.items():
-                if op == "$eq":
-                    ok = have == operand
-                elif op == "$ne":
-                    ok = have != operand
-                else:
-                    raise ValueError(f"filter operator {op!r} on {field!r} is not supported (use equality, $eq, $ne)")
-                if not ok:
-                    return False
-        elif have != want:
-            return False
-    return True
 
 
 def _seconds(minutes: float | None) -> float | None:
@@ -238,14 +234,19 @@ class MemclusterStore(BaseStore):
         return self.prefix_filter(scope.path, **{DEPTH: len(scope.path), KEY: key})
 
     def write_args(self, scope: Scope, op: PutOp) -> dict[str, Any]:
-        value = dict(op.value or {})
+        """The ``add`` arguments of a put (:func:`encode_value` refuses a value memcluster cannot keep)."""
+        if not isinstance(op.value, Mapping):
+            raise TypeError(f"an item value is a dict; got {type(op.value).__name__} for item {op.key!r}")
         fields = None if op.index is None else ([] if op.index is False else list(op.index))
         if fields is None:
             fields = self.index_fields
-        meta = {MARK: True, DEPTH: len(scope.path), KEY: op.key, **_prefixes(scope.path), VALUE: value}
+        text, stored = encode_value(op.value, fields, op.key)
+        meta = {MARK: True, DEPTH: len(scope.path), KEY: op.key, **_prefixes(scope.path), **stored}
+        if op.index is False:
+            meta[INDEXED] = False
         if op.ttl is not None:
             meta[TTL] = op.ttl
-        return {"text": text_of(value, fields, op.key), "key": json.dumps([*scope.path, op.key], ensure_ascii=False),
+        return {"text": text, "key": json.dumps([*scope.path, op.key], ensure_ascii=False),
                 "metadata": meta, "source": "user", "ttl_s": _seconds(op.ttl)}
 
     @staticmethod
@@ -260,7 +261,7 @@ class MemclusterStore(BaseStore):
     def item(self, scope: Scope, entry: Entry, score: float | None = None, *, search: bool = False) -> Item:
         meta = entry.metadata
         namespace = self._namespace_of(scope, entry)
-        key, value = str(meta.get(KEY, "")), dict(meta.get(VALUE) or {})
+        key, value = str(meta.get(KEY, "")), value_of(entry)
         if search:
             return SearchItem(namespace=namespace, key=key, value=value, created_at=entry.created_at,
                               updated_at=entry.updated_at, score=score)
@@ -277,20 +278,31 @@ class MemclusterStore(BaseStore):
         """The item path of a stored entry (its caller key without the item key)."""
         return tuple(json.loads(entry.key or "[]")[:-1])
 
+    @staticmethod
+    def scored(hits: Sequence[SearchHit]) -> list[tuple[Entry, float | None]]:
+        """Search hits as LangGraph ranks them: by ``score``, the hit's relevance (the cosine of the query's
+        and the item's embedding, -1..1; the fused score from a server that sends no relevance), best first;
+        items put with ``index=False`` unscored (None), after the others."""
+        found = [(h.entry, None if h.entry.metadata.get(INDEXED) is False
+                  else (h.relevance if h.relevance is not None else h.score)) for h in hits]
+        return sorted(found, key=lambda pair: (pair[1] is None, -(pair[1] or 0.0)))
+
     def page(self, scope: Scope, op: SearchOp, hits: Sequence[SearchHit] | None,
              entries: Sequence[Entry] | None) -> list[tuple[Entry, float | None]]:
         """The entries (and scores) of the search's answer: the store's items under the namespace prefix
-        passing ``filter``, paged."""
-        found: list[tuple[Entry, float | None]]
-        if hits is not None:
-            found = [(h.entry, h.score) for h in hits]
-        else:
-            found = [(e, None) for e in entries or ()]
+        passing ``filter`` (:mod:`memclient.integrations.langgraph_filter`), paged."""
+        found = self.scored(hits) if hits is not None else [(e, None) for e in entries or ()]
         prefix = tuple(op.namespace_prefix)
         chosen = [(e, s) for e, s in found
                   if self.stored(e) and self._namespace_of(scope, e)[: len(prefix)] == prefix
-                  and _matches_filter(e.metadata.get(VALUE) or {}, op.filter)]
+                  and matches(value_of(e), op.filter)]
         return chosen[op.offset: op.offset + op.limit]
+
+    def pick(self, scope: Scope, key: str, found: Sequence[Entry]) -> Entry | None:
+        """The entry of exactly (namespace, key) among a get's candidates: its whole path, not only the
+        ``.``-joined prefix the read filtered on."""
+        return next((e for e in found if self.stored(e) and self.path_of(e) == scope.path
+                     and e.metadata.get(KEY) == key), None)
 
     def _namespace_of(self, scope: Scope, entry: Entry) -> tuple[str, ...]:
         return self.namespace(scope, self.path_of(entry))
@@ -301,8 +313,38 @@ class MemclusterStore(BaseStore):
 
     @staticmethod
     def fetch_size(op: SearchOp) -> int:
-        want = (op.offset + op.limit) * (4 if op.filter else 1)
-        return max(1, min(READ_LIMIT, want))
+        """How many hits a query search asks for: the page's end (the cosine order of the first N is the start
+        of the whole order), or every item (up to :data:`READ_LIMIT`) when a filter, applied here, may drop
+        some."""
+        return READ_LIMIT if op.filter else max(1, min(READ_LIMIT, op.offset + op.limit))
+
+    #: the search options of a query: LangGraph's vector search, ranked by cosine (a dense search, with no
+    #: floor: -1 is the bottom of the relevance scale), every hit whole, unmerged and undated
+    SEARCH_OPTIONS: Mapping[str, Any] = {"hybrid": False, "similarity_threshold": -1.0, "deduplicate": False,
+                                         "merge_overlapping": False, "date_boost": False}
+
+    def plan(self, ops: Iterable[Op]) -> list[Step]:
+        """Every operation checked before any runs, so that a refused batch reads and writes nothing: the
+        namespace labels by LangGraph's own rule (``validate_op_namespace``, what ``put``/``get``/``search``
+        apply: no ``.``, no empty or non-string label, so two namespaces never fold into one key), the
+        memcluster user and app of each namespace, each put's value (:func:`encode_value`) and each search
+        filter (:func:`~memclient.integrations.langgraph_filter.check_filter`)."""
+        steps: list[Step] = []
+        for op in ops:
+            if not isinstance(op, GetOp | PutOp | SearchOp | ListNamespacesOp):
+                raise TypeError(f"unknown store operation {type(op).__name__}")
+            validate_op_namespace(op)
+            if isinstance(op, GetOp):
+                steps.append(Step(op, self.scope(op.namespace)))
+            elif isinstance(op, PutOp):
+                scope = self.scope(op.namespace)
+                steps.append(Step(op, scope, None if op.value is None else self.write_args(scope, op)))
+            elif isinstance(op, SearchOp):
+                check_filter(op.filter)
+                steps.append(Step(op, self.scope(op.namespace_prefix)))
+            else:
+                steps.append(Step(op, self.list_scope(op)))
+        return steps
 
     def list_scope(self, op: ListNamespacesOp) -> Scope:
         for cond in op.match_conditions or ():
@@ -332,8 +374,8 @@ class MemclusterStore(BaseStore):
         return self.client
 
     def _find(self, mc: MemoryClient, scope: Scope, key: str) -> Entry | None:
-        found = mc.read(scope.app, scope.user, 2, metadata_filter=self.item_filter(scope, key))
-        return next((e for e in found if self.stored(e)), None)
+        return self.pick(scope, key, mc.read(scope.app, scope.user, FIND_LIMIT,
+                                             metadata_filter=self.item_filter(scope, key)))
 
     def _refresh(self, mc: MemoryClient, scope: Scope, entries: Sequence[Entry]) -> list[Entry]:
         out = []
@@ -345,29 +387,27 @@ class MemclusterStore(BaseStore):
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         mc = self._sync()
         results: list[Result] = []
-        for op in ops:
+        for step in self.plan(ops):
+            op, scope = step.op, step.scope
             if isinstance(op, GetOp):
-                scope = self.scope(op.namespace)
                 entry = self._find(mc, scope, op.key)
                 if entry is not None and op.refresh_ttl:
                     entry = self._refresh(mc, scope, [entry])[0]
                 results.append(self.item(scope, entry) if entry is not None else None)
             elif isinstance(op, PutOp):
-                scope = self.scope(op.namespace)
-                if op.value is None:
+                if step.write is None:
                     entry = self._find(mc, scope, op.key)
                     if entry is not None:
                         mc.delete(scope.app, scope.user, entry.id, hard=True)
                 else:
-                    args = self.write_args(scope, op)
+                    args = dict(step.write)
                     mc.add(scope.app, scope.user, args.pop("text"), **args)
                 results.append(None)
             elif isinstance(op, SearchOp):
-                scope = self.scope(op.namespace_prefix)
                 flt = self.prefix_filter(scope.path)
                 if op.query:
                     hits = mc.search(scope.app, scope.user, op.query, max_results=self.fetch_size(op),
-                                     metadata_filter=flt)
+                                     metadata_filter=flt, **self.SEARCH_OPTIONS)
                     chosen = self.page(scope, op, hits, None)
                 else:
                     chosen = self.page(scope, op, None, mc.read(scope.app, scope.user, READ_LIMIT,
@@ -376,12 +416,9 @@ class MemclusterStore(BaseStore):
                     fresh = self._refresh(mc, scope, [e for e, _ in chosen])
                     chosen = [(e, sc) for e, (_, sc) in zip(fresh, chosen, strict=True)]
                 results.append(self.search_items(scope, chosen))
-            elif isinstance(op, ListNamespacesOp):
-                scope = self.list_scope(op)
+            else:
                 entries = mc.read(scope.app, scope.user, READ_LIMIT, metadata_filter=self.prefix_filter(()))
                 results.append(self.namespaces(scope, op, entries))
-            else:
-                raise TypeError(f"unknown store operation {type(op).__name__}")
         return results
 
     # ------------------------------------------------------------------ async
@@ -391,8 +428,8 @@ class MemclusterStore(BaseStore):
         return self.aclient
 
     async def _afind(self, mc: AsyncMemoryClient, scope: Scope, key: str) -> Entry | None:
-        found = await mc.read(scope.app, scope.user, 2, metadata_filter=self.item_filter(scope, key))
-        return next((e for e in found if self.stored(e)), None)
+        return self.pick(scope, key, await mc.read(scope.app, scope.user, FIND_LIMIT,
+                                                   metadata_filter=self.item_filter(scope, key)))
 
     async def _arefresh(self, mc: AsyncMemoryClient, scope: Scope, entries: Sequence[Entry]) -> list[Entry]:
         out = []
@@ -404,29 +441,27 @@ class MemclusterStore(BaseStore):
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         mc = self._async()
         results: list[Result] = []
-        for op in ops:
+        for step in self.plan(ops):
+            op, scope = step.op, step.scope
             if isinstance(op, GetOp):
-                scope = self.scope(op.namespace)
                 entry = await self._afind(mc, scope, op.key)
                 if entry is not None and op.refresh_ttl:
                     entry = (await self._arefresh(mc, scope, [entry]))[0]
                 results.append(self.item(scope, entry) if entry is not None else None)
             elif isinstance(op, PutOp):
-                scope = self.scope(op.namespace)
-                if op.value is None:
+                if step.write is None:
                     entry = await self._afind(mc, scope, op.key)
                     if entry is not None:
                         await mc.delete(scope.app, scope.user, entry.id, hard=True)
                 else:
-                    args = self.write_args(scope, op)
+                    args = dict(step.write)
                     await mc.add(scope.app, scope.user, args.pop("text"), **args)
                 results.append(None)
             elif isinstance(op, SearchOp):
-                scope = self.scope(op.namespace_prefix)
                 flt = self.prefix_filter(scope.path)
                 if op.query:
                     hits = await mc.search(scope.app, scope.user, op.query, max_results=self.fetch_size(op),
-                                           metadata_filter=flt)
+                                           metadata_filter=flt, **self.SEARCH_OPTIONS)
                     chosen = self.page(scope, op, hits, None)
                 else:
                     chosen = self.page(scope, op, None, await mc.read(scope.app, scope.user, READ_LIMIT,
@@ -435,10 +470,7 @@ class MemclusterStore(BaseStore):
                     fresh = await self._arefresh(mc, scope, [e for e, _ in chosen])
                     chosen = [(e, sc) for e, (_, sc) in zip(fresh, chosen, strict=True)]
                 results.append(self.search_items(scope, chosen))
-            elif isinstance(op, ListNamespacesOp):
-                scope = self.list_scope(op)
+            else:
                 entries = await mc.read(scope.app, scope.user, READ_LIMIT, metadata_filter=self.prefix_filter(()))
                 results.append(self.namespaces(scope, op, entries))
-            else:
-                raise TypeError(f"unknown store operation {type(op).__name__}")
         return results

@@ -48,10 +48,10 @@ from memclient.integrations.langgraph import (  # noqa: E402
     PREFIX,
     READ_LIMIT,
     TTL,
-    VALUE,
     MemclusterStore,
     Scope,
 )
+from memclient.integrations.langgraph_values import value_of  # noqa: E402
 
 __all__ = ["MigrationReport", "Move", "amigrate_legacy_items", "legacy_namespace", "migrate_legacy_items", "move_args",
            "plan"]
@@ -115,7 +115,7 @@ def move_args(store: MemclusterStore, move: Move, now: datetime) -> dict[str, An
     minutes = old.metadata.get(TTL)
     ttl = minutes if isinstance(minutes, int | float) and not isinstance(minutes, bool) else None
     op = PutOp(namespace=store.namespace(move.scope, move.scope.path), key=move.key,
-               value=dict(old.metadata.get(VALUE) or {}), ttl=ttl)
+               value=value_of(old), ttl=ttl)
     args = store.write_args(move.scope, op)
     kept = {k: v for k, v in old.metadata.items() if not k.startswith(PREFIX)}
     args.update(text=old.text, metadata={**kept, **args["metadata"]}, ttl_s=remaining, topics=old.topics,

@@ -6,13 +6,14 @@
 
 - :class:`MemclusterMemoryService`, the framework's ``BaseMemoryService`` (``MemoryServiceABC``).
 
-  Identity mapping (as seed 002 maps ``save_key``): the framework's memory key is
+  Identity mapping (as trpc-agent-py's memory service maps ``save_key``): the framework's memory key is
   ``session.save_key`` = ``"{app_name}/{user_id}"`` (``search_memory`` gets the same ``key``);
   memcluster's app is ``app_name`` (or the ``app`` given to the service, for every trpc app) and
   memcluster's user is ``user_id``; the trpc ``session.id`` is memcluster's session. memcluster ids
   cannot contain ``/``, so the split at the first ``/`` is unambiguous; a ``user_id`` that breaks the URL
-  rule (``org/alice``, ``..``: ``memclient.segments``) raises :class:`memclient.InvalidRequest` naming
-  ``user`` before anything is sent.
+  rule (``org/alice``, ``..``: ``memclient.segments``) is an :class:`memclient.InvalidRequest` naming
+  ``user`` before anything is sent (:func:`split_key` raises it; the service logs it, keeps it in
+  ``errors`` for a store and finds nothing for a search).
 
   ``store_session`` sends the session's user and model text events to memcluster's ingest (the whole
   session each time is fine: the server's cursor extracts only the delta); function calls and their
@@ -24,20 +25,24 @@
   on access); the framework's ``MemoryServiceConfig.ttl`` is not sent. ``close`` closes the client.
 
 - :class:`SearchMemoryTool` / :class:`SaveMemoryTool`: the ``search_memory(query)`` and
-  ``save_memory(content)`` tools in the style of seed 002's Mem0 tools, the app and user taken from
+  ``save_memory(content)`` tools in the style of trpc-agent-py's Mem0 tools, the app and user taken from
   the invocation context (never from a tool argument). ``search_memory`` answers
   ``{status: success, memories, user_id}`` or ``{status: no_memories, message, user_id}``;
   ``save_memory`` answers ``{status: success, message, result, user_id}`` or
   ``{status: error, message, user_id}`` (the error names the cause).
 
-Errors of the service raise :class:`memclient.MemclientError` subclasses; a search never turns an error
-into "no memories" (through ``load_memory`` the Runner yields it as a ``tool_execution_failed`` event). The
-Runner only logs a failed post-turn ``store_session``, so the service also keeps it: ``errors`` maps a
-trpc session id to its latest failure (field and message), until a later store of that session succeeds.
+Memory never blocks the model (:mod:`memclient.guard`): a failed ``search_memory`` (memcluster down, a
+5xx, a ``user_id`` a URL would change) finds nothing and logs a warning; the tools answer
+``{status: error, message, error, user_id}`` (``error``: ``{"error", "status", "field", "message"}``)
+instead of raising; a failed ``store_session`` is retried (the client's retry policy), then kept in
+``writes`` and sent before the next store (a session's newer store replaces its older pending one: the
+whole session is sent each time) and on ``close``; it never raises. ``errors`` maps a trpc session id
+to its latest failure (field and message), until a later store of that session succeeds.
 """
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime
 from typing import Any
 
@@ -60,7 +65,10 @@ from trpc_agent_sdk.types import (  # noqa: E402
 )
 
 from memclient import AsyncMemoryClient, InvalidRequest, MemclientError, SearchHit  # noqa: E402
+from memclient.guard import PendingWrites, read_or, tool_error  # noqa: E402
 from memclient.segments import segment_problem  # noqa: E402
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["MemclusterMemoryService", "SaveMemoryTool", "SearchMemoryTool", "events_of", "split_key"]
 
@@ -124,7 +132,22 @@ class MemclusterMemoryService(BaseMemoryService):
         self.jobs: dict[str, str] = {}
         """The latest ingest job id per trpc session id."""
         self.errors: dict[str, MemclientError] = {}
-        """The latest failed ``store_session`` per trpc session id (the Runner only logs it)."""
+        """The latest failed ``store_session`` per trpc session id (also logged)."""
+        self.writes: PendingWrites[tuple[str, str, list[dict[str, Any]]]] = PendingWrites(
+            "trpc store_session", self._ingest, client.retry)
+        """The stores memcluster has not taken yet (``writes.pending``) or refused (``writes.refused``), each
+        ``(save_key, session id, events)``."""
+
+    async def _ingest(self, write: tuple[str, str, list[dict[str, Any]]]) -> None:
+        save_key, session_id, events = write
+        try:
+            app, user = split_key(save_key, self.app)
+            job_id = (await self.client.ingest(app, user, session_id, events)).job_id
+        except MemclientError as exc:
+            self.errors[session_id] = exc
+            raise
+        self.errors.pop(session_id, None)
+        self.jobs[session_id] = job_id
 
     async def store_session(self, session: Session, agent_context: AgentContext | None = None) -> None:
         if not self.enabled:
@@ -132,27 +155,34 @@ class MemclusterMemoryService(BaseMemoryService):
         events = events_of(session)
         if not events:
             return
-        try:
-            app, user = split_key(session.save_key, self.app)
-            job_id = (await self.client.ingest(app, user, session.id, events)).job_id
-        except MemclientError as exc:
-            self.errors[session.id] = exc
-            raise
-        self.errors.pop(session.id, None)
-        self.jobs[session.id] = job_id
+        self.writes.discard(lambda w: w[1] != session.id)  # this store sends the whole session again
+        if not await self.writes.write((session.save_key, session.id, events)) or session.id in self.errors:
+            return
+        job_id = self.jobs[session.id]
         if self.wait_s > 0 and not (await self.client.wait_job(job_id, self.wait_s)).finished:
-            raise TimeoutError(f"ingest job {job_id} did not finish within {self.wait_s} s")
+            logger.warning("ingest job %s did not finish within %s s", job_id, self.wait_s)
 
     async def search_memory(self, key: str, query: str, limit: int = 10,
                             agent_context: AgentContext | None = None) -> SearchMemoryResponse:
         if not self.enabled or not query.strip():
             return SearchMemoryResponse()
-        app, user = split_key(key, self.app)
-        hits = await self.client.search(app, user, query, max_results=max(1, limit))
+        async def search() -> list[SearchHit]:
+            app, user = split_key(key, self.app)
+            return await self.client.search(app, user, query, max_results=max(1, limit))
+
+        nothing: list[SearchHit] = []
+        hits = await read_or(f"trpc search_memory of {key!r}", search, nothing)
         return SearchMemoryResponse(memories=[_memory_entry(h) for h in hits])
 
     async def close(self) -> None:
+        """Send the pending stores (one more try; what fails stays in ``writes``), then close the client."""
+        await self.writes.flush()
         await self.client.close()
+
+
+def _failed(tool: str, what: str, exc: MemclientError, user: str) -> dict[str, Any]:
+    """A tool's error result in the Mem0 tools' shape, with :func:`memclient.guard.tool_error`'s body."""
+    return {"status": "error", "message": f"{what}: {exc}", "error": tool_error(tool, exc), "user_id": user}
 
 
 def _declaration(name: str, description: str, arg: str, arg_doc: str) -> FunctionDeclaration:
@@ -173,8 +203,11 @@ class SearchMemoryTool(BaseTool):
 
     async def _run_async_impl(self, *, tool_context: InvocationContext, args: dict[str, Any]) -> dict[str, Any]:
         user = tool_context.user_id
-        hits = await self.client.search(self.app or tool_context.app_name, user, str(args.get("query", "")),
-                                        max_results=self.limit)
+        try:
+            hits = await self.client.search(self.app or tool_context.app_name, user, str(args.get("query", "")),
+                                            max_results=self.limit)
+        except MemclientError as exc:
+            return _failed(self.name, "Failed to search memory", exc, user)
         if hits:
             return {"status": "success", "memories": "\n".join(f"- {h.entry.text}" for h in hits), "user_id": user}
         return {"status": "no_memories", "message": "No relevant memories found", "user_id": user}
@@ -196,6 +229,6 @@ class SaveMemoryTool(BaseTool):
         try:
             entry = await self.client.add(self.app or tool_context.app_name, user, str(args.get("content", "")))
         except MemclientError as exc:
-            return {"status": "error", "message": f"Failed to save memory: {exc}", "user_id": user}
+            return _failed(self.name, "Failed to save memory", exc, user)
         return {"status": "success", "message": "Information saved to memory",
                 "result": {"id": entry.id, "memory": entry.text}, "user_id": user}

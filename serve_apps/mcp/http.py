@@ -32,7 +32,7 @@ from actors.shard_client import ShardClient
 from memcore.errors import PermissionDeniedError, ValidationError
 from memcore.model import UserKey
 from memcore.settings import Settings
-from memcore.tools import exposed_schemas
+from memcore.tools import offered_schemas
 from memcore.validation import make_key
 from serve_apps.deps import state as app_state
 from serve_apps.http.errors import response_for
@@ -48,17 +48,14 @@ class ShardToolBackend:
     """:class:`serve_apps.mcp.server.ToolBackend` over the ingress's shard backend."""
 
     def __init__(self, backend: ShardBackend, settings: Settings, key: UserKey) -> None:
-        self.shards, self.settings, self.key = ShardClient(backend), settings, key
-        self.mode = settings.tool_mode(key.app)
+        self.shards, self.key = ShardClient(backend), key
+        self.policy = settings.policy(key.app)
 
-    async def exposed(self) -> list[dict[str, Any]]:
-        return exposed_schemas(self.settings.tools, self.mode)
+    async def offered(self) -> list[dict[str, Any]]:
+        return offered_schemas(self.policy)
 
     async def run_tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        names = [s["function"]["name"] for s in await self.exposed()]
-        if name not in names:
-            raise ValidationError(f"unknown tool {name!r}; this app exposes {', '.join(names)}", field="name")
-        value, _ = await self.shards.tool(self.key, name, arguments, self.mode)
+        value, _ = await self.shards.tool(self.key, name, arguments, None)  # the app's own mode
         return dict(value)
 
     async def recall(self, query: str, session: str | None, max_results: int) -> list[dict[str, Any]]:

@@ -1,16 +1,19 @@
 """The MCP server of memcluster (official ``mcp`` SDK, low-level ``Server``), transport-independent.
 
-Tools: the app's exposed memory tools (:func:`memcore.tools.exposed_schemas`, the function behind
-``GET /v1/apps/{app}/tools``) with their JSON schemas, plus :data:`memcore.vocabulary.RECALL` over
-the raw session archive (its schema and validator are the tool vocabulary's, :mod:`memcore.tools`).
-Annotations: ``readOnlyHint`` for search, load and recall; ``destructiveHint`` for delete and
-clear; ``idempotentHint`` for add. A failing call (bad argument, disabled tool, unknown id) is an
+Tools: what the app offers an MCP client (:func:`memcore.tools.offered_schemas`: its exposed memory
+tools in its mode, the set of ``GET /v1/apps/{app}/tools``, then :data:`memcore.vocabulary.RECALL` over
+the raw session archive; none when the app's memory is off) with their JSON schemas. ``tools/call``
+runs only a name of that same list: another is a tool error naming every offered tool
+(``PermissionDeniedError`` for a memory tool the app does not offer, ``ValidationError`` for an unknown
+name). Annotations: ``readOnlyHint`` for search, load and recall; ``destructiveHint`` for delete and
+clear; ``idempotentHint`` for add. A failing call (bad argument, refused tool, unknown id) is an
 MCP tool error (``isError``) whose text is ``{"error", "field", "message"}``, never a transport
 failure. Resource :data:`NEWEST_URI` lists the user's newest memories.
 
-Who the caller is (app, user) and how calls reach the service is a :class:`ToolBackend`: over the
-ingress's shard backend for Streamable HTTP (:mod:`serve_apps.mcp.http`), over memclient for stdio
-(:mod:`cluster.mcp_cli`).
+Who the caller is (app, user) and how calls reach the shards is a :class:`ToolBackend`
+(:mod:`serve_apps.mcp.http`, Streamable HTTP on the ingress). The stdio servers (``memctl mcp`` and
+the client distribution's ``memcluster-mcp``, :mod:`memclient.integrations.mcp`) bridge stdio to this
+endpoint, so this module is the only home of MCP's tool logic.
 """
 
 from __future__ import annotations
@@ -25,20 +28,21 @@ from mcp.server.lowlevel.server import Server
 from mcp.shared.exceptions import MCPError
 
 from memcore import vocabulary as T
-from memcore.tools import RESOURCE_FIELDS, entry_json, openai_schema, recall_args
+from memcore.errors import MemoryServiceError, PermissionDeniedError, ValidationError
+from memcore.tools import RESOURCE_FIELDS, entry_json, recall_args
 
 NEWEST_URI = "memories://newest"
 NEWEST_LIMIT = 20
-_READ_ONLY = {T.SEARCH, T.LOAD, T.RECALL}
+_READ_ONLY = {T.SEARCH, T.LOAD, T.RECALL, *T.GRAPH_READ_TOOLS}
 _DESTRUCTIVE = {T.DELETE, T.CLEAR}
-_IDEMPOTENT = {T.ADD}
+_IDEMPOTENT = {T.ADD, T.KG_ADD, T.KG_INVALIDATE}
 
 
 class ToolBackend(Protocol):
     """One caller's view of the service (its app and user are fixed)."""
 
-    async def exposed(self) -> list[dict[str, Any]]:
-        """The app's exposed tools as OpenAI function schemas (``GET /v1/apps/{app}/tools``)."""
+    async def offered(self) -> list[dict[str, Any]]:
+        """What the app offers an MCP client as OpenAI function schemas (:func:`memcore.tools.offered_schemas`)."""
         ...
 
     async def run_tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -68,8 +72,13 @@ def tool_of(schema: dict[str, Any]) -> types.Tool:
                       annotations=tool_annotations(fn["name"]))
 
 
-def recall_tool() -> types.Tool:
-    return tool_of(openai_schema(T.RECALL))
+def not_offered(name: str, offered: list[str]) -> MemoryServiceError:
+    """The refusal of a ``tools/call`` whose name ``tools/list`` did not offer; it names every offered tool."""
+    listing = f"this app offers {', '.join(offered)}" if offered else "this app offers no tools (memory is off)"
+    if name in T.ALL_TOOLS or name == T.RECALL:
+        return PermissionDeniedError(f"tool {name} is not offered to this app (its tool mode and memory policy); "
+                                     f"{listing}", field="name")
+    return ValidationError(f"unknown tool {name!r}; {listing}", field="name")
 
 
 def tool_error(exc: BaseException) -> types.CallToolResult:
@@ -92,13 +101,16 @@ def build_server(resolve: Resolve, *, name: str = "memcluster", version: str = "
     async def list_tools(ctx: ServerRequestContext[Any, Any],
                          params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         backend = await resolve(ctx)
-        return types.ListToolsResult(tools=[*map(tool_of, await backend.exposed()), recall_tool()])
+        return types.ListToolsResult(tools=[tool_of(s) for s in await backend.offered()])
 
     async def call_tool(ctx: ServerRequestContext[Any, Any],
                         params: types.CallToolRequestParams) -> types.CallToolResult:
         arguments = dict(params.arguments or {})
         try:
             backend = await resolve(ctx)
+            offered = [s["function"]["name"] for s in await backend.offered()]
+            if params.name not in offered:
+                raise not_offered(params.name, offered)
             if params.name == T.RECALL:
                 hits = await backend.recall(*recall_args(arguments))
                 return _ok({"results": hits, "count": len(hits)})

@@ -22,9 +22,10 @@
   the previous id under :data:`PREV`, and the retired one stays as a tombstone (soft delete, the
   default), so :func:`history` can walk the trail: ADD, then one UPDATE per rotation or in-place
   change, then DELETE when the newest is a tombstone.
-- Filters (``filters`` of search and list) are equalities on ``user_id``, ``agent_id``, ``run_id``,
-  ``app_id`` and ``metadata``, combined with ``AND`` / ``OR`` (and ``{"in": [...]}``); they are
-  expanded into at most :data:`MAX_BRANCHES` conjunctions, each of which must name a ``user_id``.
+- Filters (``filters`` of search and list) are Mem0's v2 filters: :mod:`serve_apps.mem0.filters`.
+- ``score`` of a search result is the hit's relevance (the query/memory cosine) clamped to 0..1
+  (:func:`score_of`); ``threshold`` keeps results with a score at least that. ``timestamp`` on add and
+  update is the memory's ``created_at`` / ``updated_at`` (:func:`timestamp_of`).
 - ``expiration_date`` (Mem0: a ``YYYY-MM-DD`` date, UTC, inclusive) is memcluster's ``expires_at`` at
   00:00 UTC of the next day (:func:`expiry_of`); a memory shows the last day it is visible on
   (:func:`expiration_date`; null: it never expires). Unlike Mem0, which hides expired memories but keeps
@@ -46,22 +47,17 @@ from typing import Any
 
 from memcore.errors import NotFoundError, ValidationError
 from memcore.fields import check_identifier
-from memcore.metadata import MetadataError, Scalar, check_key
 from memcore.model import Entry
 from memcore.text import normalize
 
 PREFIX = "mem0_"
 AGENT, RUN, APP, PREV = "mem0_agent_id", "mem0_run_id", "mem0_app_id", "mem0_prev_id"
+FEEDBACK, FEEDBACK_REASON = "mem0_feedback", "mem0_feedback_reason"
 ENTITY_KEYS: dict[str, str] = {"agent_id": AGENT, "run_id": RUN, "app_id": APP}
 ENTITY_TYPES: dict[str, str] = {"user": "user_id", "agent": "agent_id", "run": "run_id", "app": "app_id"}
-MAX_BRANCHES = 16
 DEFAULT_SESSION = "mem0"
 EXPIRATION = "expiration_date"
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
-
-Conjunction = dict[str, Scalar]
-"""``user_id`` (optional) plus metadata equalities (reserved keys for agent/run/app)."""
-
 
 # ----------------------------------------------------------------- ids
 def escaped(text: str) -> bool:
@@ -154,6 +150,36 @@ def expiration_date(entry: Entry) -> str | None:
     return (entry.expires_at - timedelta(microseconds=1)).date().isoformat()
 
 
+# ----------------------------------------------------------------- timestamps
+TIMESTAMP = "timestamp"
+
+
+def timestamp_of(value: Any, now: datetime, field: str = TIMESTAMP) -> datetime | None:
+    """The instant of a Mem0 ``timestamp`` (Unix seconds, or an ISO-8601 date-time; naive: UTC); None when
+    not given. One after ``now`` is refused naming the field (a memory is not created in the future)."""
+    if value is None:
+        return None
+    try:
+        if isinstance(value, bool) or not isinstance(value, int | float | str):
+            raise ValueError(value)
+        if isinstance(value, str):
+            at = datetime.fromisoformat(value[:-1] + "+00:00" if value.endswith("Z") else value)
+            at = at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
+        else:
+            at = datetime.fromtimestamp(value, tz=UTC)
+    except (ValueError, OverflowError, OSError):
+        raise ValidationError(f"{field} must be Unix seconds or an ISO-8601 date-time", field=field) from None
+    if at > now:
+        raise ValidationError(f"{field} {value!r} is in the future", field=field)
+    return at
+
+
+def score_of(relevance: float | None) -> float:
+    """Mem0's ``score`` of a hit: its relevance (the query/memory cosine, :mod:`memcore.relevance`) clamped to
+    0..1, the scale of Mem0's ``threshold``."""
+    return min(1.0, max(0.0, relevance if relevance is not None else 0.0))
+
+
 # ----------------------------------------------------------------- metadata
 def user_metadata(value: Any, field: str = "metadata") -> dict[str, Any]:
     """The caller's ``metadata`` (None: empty), with no reserved key."""
@@ -206,89 +232,6 @@ def to_mem0(entry: Entry, score: float | None = None) -> dict[str, Any]:
 
 def _iso(t: datetime | None) -> str | None:
     return t.isoformat() if t is not None else None
-
-
-# ----------------------------------------------------------------- filters
-def conjunctions(filters: Any, field: str = "filters") -> list[Conjunction]:
-    """``filters`` in disjunctive normal form: a list of conjunctions (an empty filter: one, empty)."""
-    if filters is None:
-        return [{}]
-    if not isinstance(filters, Mapping):
-        raise ValidationError("filters must be a JSON object", field=field)
-    branches: list[Conjunction] = [{}]
-    for key, value in filters.items():
-        if key in ("AND", "OR"):
-            if not isinstance(value, list) or not value:
-                raise ValidationError(f"{key} takes a non-empty list of conditions", field=f"{field}.{key}")
-            parts = [conjunctions(v, f"{field}.{key}.{i}") for i, v in enumerate(value)]
-            part = _and_all(parts, f"{field}.{key}") if key == "AND" else [c for p in parts for c in p]
-        elif key == "user_id":
-            part = [{"user_id": v} for v in _values(value, f"{field}.{key}")]
-        elif key in ENTITY_KEYS:
-            part = [{ENTITY_KEYS[key]: v} for v in _values(value, f"{field}.{key}")]
-        elif key == "metadata":
-            part = [_metadata_condition(value, f"{field}.metadata")]
-        else:
-            raise ValidationError(f"unsupported filter {key!r}: use user_id, agent_id, run_id, app_id, metadata, "
-                                  "AND, OR", field=f"{field}.{key}")
-        branches = _and_all([branches, part], field)
-    return branches
-
-
-def _values(value: Any, field: str) -> list[str]:
-    if isinstance(value, Mapping):
-        if set(value) != {"in"} or not isinstance(value["in"], list) or not value["in"]:
-            raise ValidationError("only equality and {\"in\": [...]} are supported", field=field)
-        return [entity_value(v, field) for v in value["in"]]
-    if value == "*":
-        raise ValidationError("the wildcard '*' is not supported; name the id", field=field)
-    return [entity_value(value, field)]
-
-
-def _metadata_condition(value: Any, field: str) -> Conjunction:
-    if not isinstance(value, Mapping) or not value:
-        raise ValidationError("metadata filter must be a non-empty object of key: value", field=field)
-    out: Conjunction = {}
-    for key, item in value.items():
-        try:
-            check_key(key, field)
-        except MetadataError as exc:
-            raise ValidationError(str(exc), field=exc.field) from None
-        if key.startswith(PREFIX):
-            raise ValidationError(f"metadata keys starting with {PREFIX!r} are reserved", field=f"{field}.{key}")
-        if not isinstance(item, str | int | bool) or isinstance(item, float):
-            raise ValidationError("metadata filter values are strings, integers or booleans", field=f"{field}.{key}")
-        out[key] = item
-    return out
-
-
-def _and_all(parts: Sequence[list[Conjunction]], field: str) -> list[Conjunction]:
-    out: list[Conjunction] = []
-    for combo in itertools.product(*parts):
-        merged: Conjunction = {}
-        ok = True
-        for conj in combo:
-            for k, v in conj.items():
-                if k in merged and merged[k] != v:
-                    ok = False  # contradictory: this branch matches nothing
-                merged[k] = v
-        if ok and merged not in out:
-            out.append(merged)
-        if len(out) > MAX_BRANCHES:
-            raise ValidationError(f"the filter expands to more than {MAX_BRANCHES} alternatives", field=field)
-    return out
-
-
-def scoped(branches: list[Conjunction], field: str = "filters") -> list[tuple[str, dict[str, Scalar]]]:
-    """Each conjunction as ``(user, metadata filter)``; one without a ``user_id`` is refused."""
-    out: list[tuple[str, dict[str, Scalar]]] = []
-    for conj in branches:
-        user = conj.get("user_id")
-        if not isinstance(user, str):
-            raise ValidationError("filters must name a user_id (memcluster scopes every memory by user)",
-                                  field=f"{field}.user_id")
-        out.append((user, {k: v for k, v in conj.items() if k != "user_id"}))
-    return out
 
 
 # ----------------------------------------------------------------- history

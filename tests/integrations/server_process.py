@@ -14,6 +14,13 @@ from contextlib import contextmanager
 from pathlib import Path
 
 
+def server_python() -> str:
+    """The interpreter of the environment an overlay sits on (``scripts/trpc-venv`` records it: it can import
+    the server), else this one."""
+    marker = Path(sys.prefix) / "memcluster-base-python"
+    return marker.read_text().strip() if marker.exists() else sys.executable
+
+
 @contextmanager
 def server_process(python: str, data_dir: Path, cwd: Path) -> Iterator[str]:
     proc = subprocess.Popen([python, "-m", "tests.integrations.server_process", str(data_dir)], cwd=cwd,
@@ -36,9 +43,11 @@ def server_process(python: str, data_dir: Path, cwd: Path) -> Iterator[str]:
 
 def main(data_dir: str) -> None:
     from memcore.stores.embedders import HashingEmbedder
+    from memcore.vocabulary import GRAPH_TOOLS
     from tests.serve_apps.conftest import serve_local
 
-    with serve_local(Path(data_dir), HashingEmbedder(dim=256)) as served:
+    graph_on = {"enabled": dict.fromkeys(GRAPH_TOOLS, True)}  # the MemPalace tools (test_trpc_mempalace)
+    with serve_local(Path(data_dir), HashingEmbedder(dim=256), tools=graph_on) as served:
         print(served.url, flush=True)
         sys.stdin.read()
 

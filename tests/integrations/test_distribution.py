@@ -1,6 +1,8 @@
 """The client distribution on its own: ``memcluster-client`` built from memclient/ into a fresh venv
 pulls httpx (and httpx's own dependencies) and nothing else; each integration imports only with its
-extra installed (an ImportError naming the extra otherwise); ``[langgraph]`` adds LangGraph.
+extra installed (an ImportError naming the extra otherwise); ``[langgraph]`` adds LangGraph. The
+stdio MCP server ``memcluster-mcp`` is installed as a console script: without ``[mcp]`` it says to
+install that extra; with it, it starts and fails naming the URL when no service answers.
 
 Needs PyPI (httpx, langgraph come from the index): skipped, saying so, when it is unreachable
 (e.g. inside ``unshare -n``)."""
@@ -81,10 +83,20 @@ def test_fresh_venv_gets_httpx_only_and_extras_gate_the_integrations(tmp_path: P
                            "except Unreachable as e:\n    print('unreachable', e.status)")
     assert probe.stdout.strip() == "unreachable None", probe.stderr
 
-    for module, extra in [("langgraph", "langgraph"), ("openai_agents", "openai-agents"), ("trpc", "trpc")]:
+    for module, extra in [("langgraph", "langgraph"), ("openai_agents", "openai-agents"), ("trpc", "trpc"),
+                          ("trpc_mempalace", "trpc")]:
         missing = _run(py, "-c", f"import memclient.integrations.{module}")
         assert missing.returncode != 0
         assert f'pip install "memcluster-client[{extra}]"' in missing.stderr, missing.stderr
+
+    script = str(venv / "bin" / "memcluster-mcp")
+    no_sdk = _run(script, "--app", "demo", "--user", "alice", "--url", "http://127.0.0.1:9")
+    assert no_sdk.returncode == 1 and 'pip install "memcluster-client[mcp]"' in no_sdk.stderr, no_sdk.stderr
+    with_mcp = _run(py, "-m", "pip", "install", "-q", f"{wheel}[mcp]")
+    assert with_mcp.returncode == 0, with_mcp.stderr
+    assert "--app" in _run(script, "--help").stdout
+    gone = _run(script, "--app", "demo", "--user", "alice", "--url", "http://127.0.0.1:9")
+    assert gone.returncode == 1 and "memcluster at http://127.0.0.1:9: not reachable" in gone.stderr, gone.stderr
 
     with_extra = _run(py, "-m", "pip", "install", "-q", f"{wheel}[langgraph]")
     assert with_extra.returncode == 0, with_extra.stderr

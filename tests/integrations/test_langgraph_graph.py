@@ -5,12 +5,14 @@ tests/serve_apps/test_langgraph_cluster.py runs the same on the Ray cluster."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import openai
+import pytest
 
 from examples.langgraph_memory import ask, build_graph
-from memclient import MemoryClient
+from memclient import MemoryClient, Retry
 from memclient.integrations.langgraph import MemclusterStore
 from testkit.scripted_llm import ScriptedLLM, messages_text, tool_call
 from tests.serve_apps.conftest import Served
@@ -43,3 +45,17 @@ def two_sessions(base_url: str, api_key: str | None) -> None:
 
 def test_two_sessions_local(memcluster: Served) -> None:
     two_sessions(memcluster.url, None)
+
+
+def test_memory_down_never_blocks_the_graph(caplog: pytest.LogCaptureFixture) -> None:
+    """memcluster unreachable: the node answers without memories, the model's fact is not stored, a warning
+    for each; the graph run itself does not fail."""
+    nowhere = "http://127.0.0.1:9"
+    store = MemclusterStore(MemoryClient(nowhere, retry=Retry.never(), timeout=2), app="lg-graph")
+    with ScriptedLLM([[tool_call("remember", {"memory": FACT})]]) as llm:
+        graph = build_graph(store, openai.OpenAI(base_url=llm.base_url, api_key="test", max_retries=0), "scripted")
+        with caplog.at_level(logging.WARNING, logger="memclient.guard"):
+            assert ask(graph, "alice", "session-x", "Remember: I'm allergic to peanuts.") == "Noted."
+        assert "(none)" in messages_text(llm.requests[0], "system")
+    assert "memory read failed (langgraph memories)" in caplog.text and "memory tool remember failed" in caplog.text
+    store.close()

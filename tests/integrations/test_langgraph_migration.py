@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 
 from memclient import AsyncMemoryClient, MemoryClient
-from memclient.integrations.langgraph import MemclusterStore, text_of
+from memclient.integrations.langgraph import MemclusterStore
 from memclient.integrations.langgraph_migration import amigrate_legacy_items, migrate_legacy_items
+from memclient.integrations.langgraph_values import text_of
 from tests.serve_apps.conftest import Served
 
 APP = "lg-migrate"

@@ -279,6 +279,40 @@ async def test_async_client_every_method(server: LiveServer, user: str) -> None:
 
 
 # ---------------------------------------------------------------------------- MockTransport
+def test_async_client_across_event_loops(server: LiveServer, user: str) -> None:
+    """One AsyncMemoryClient, a second asyncio.run after the first loop closed, and four loops at once in
+    threads: each loop gets its own connection pool (no 'Event loop is closed')."""
+    import asyncio
+    import threading
+
+    mc = AsyncMemoryClient(server.url, api_key=KEY)
+    asyncio.run(mc.add(APP, user, "Loop one."))
+    asyncio.run(mc.add(APP, user, "Loop two."))
+    failures: list[BaseException] = []
+
+    def worker(n: int) -> None:
+        try:
+            asyncio.run(mc.add(APP, user, f"Thread {n}."))
+        except BaseException as exc:  # noqa: BLE001 - collected for the assertion below
+            failures.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert failures == []
+
+    async def texts() -> list[str]:
+        try:
+            return sorted(e.text for e in await mc.read(APP, user, limit=20))
+        finally:
+            await mc.close()
+
+    assert asyncio.run(texts()) == ["Loop one.", "Loop two.", *[f"Thread {n}." for n in range(4)]]
+    assert not mc._pools or all(p.is_closed for p in mc._pools.values())
+
+
 def _unavailable(request: httpx.Request) -> httpx.Response:
     return httpx.Response(503, headers={"Retry-After": "7"},
                           json={"error": "StoreError", "field": "store", "message": "qdrant is down"})
@@ -405,3 +439,13 @@ def test_imports_without_server_dependencies() -> None:
             "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('memcore', 'pydantic', 'ray', 'numpy')); "
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+def test_partial_and_unknown_job_states_are_finished() -> None:
+    partial = Job.from_json({"job_id": "j1", "status": "partial", "operations": [
+        {"index": 0, "type": "add", "status": "applied"},
+        {"index": 1, "type": "update", "status": "failed", "error": "StoreError: disk full"}]})
+    assert partial.finished and [op["index"] for op in partial.failed_operations] == [1]
+    assert Job.from_json({"job_id": "j2", "status": "some-later-state"}).finished
+    assert not Job.from_json({"job_id": "j3", "status": "running"}).finished
+    assert not Job.from_json({"job_id": "j4", "status": "queued"}).finished

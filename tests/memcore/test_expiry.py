@@ -150,3 +150,23 @@ def test_bad_expiry_in_an_update_is_refused_and_nothing_changes(service: MemoryS
     assert err.value.field == field
     after = service.get(A, e.id)
     assert after.expires_at == e.expires_at and after.topics == e.topics and after.updated_at == e.updated_at
+
+
+def test_an_expired_entry_is_gone_from_export_and_users_before_the_sweep(service: MemoryService) -> None:
+    """Export (backups, Mem0 history) is a read like the others: an expired entry, a tombstone too, is not
+    in it although it is still stored."""
+    brief = service.add(A, {"text": "Alice's locker code is 4711", "ttl_s": 30})
+    tomb = service.add(A, {"text": "Alice's gate code is 1234", "ttl_s": 30})
+    service.delete(A, tomb.id, hard=False)
+    keep = service.add(A, {"text": "Alice's bike is blue"})
+    other = UserKey(app="app", user="bob")
+    bobs = service.add(other, {"text": "Bob's code is 9999", "ttl_s": 30})
+    assert {e.id for e in service.export("app", user="alice")} == {brief.id, tomb.id, keep.id}
+    assert service.users("app") == ["alice", "bob"]
+    _clock(service).t += timedelta(seconds=60)  # type: ignore[attr-defined]
+    assert [e.id for e in service.export("app", user="alice")] == [keep.id]
+    assert [e.id for e in service.export("app")] == [keep.id]
+    assert service.users("app") == ["alice"]
+    assert len(service.vectors.get(A, [brief.id, tomb.id])) == 2 and service.vectors.get(other, [bobs.id])
+    assert service.purge(A, [brief.id, tomb.id, "unknown"]) == 2  # the sweep's removal, tombstones included
+    assert service.vectors.get(A, [brief.id, tomb.id]) == []

@@ -1,11 +1,13 @@
 """MCP against the local cluster with the official SDK's client: Streamable HTTP at /mcp on the
-ingress, and stdio through `memctl mcp` (a subprocess forwarding with memclient)."""
+ingress, and stdio through `memctl mcp` and the client distribution's bridge (`memcluster-mcp`,
+``python -m memclient.integrations.mcp``), subprocesses forwarding to /mcp."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import os
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +18,13 @@ import pytest
 
 pytestmark = pytest.mark.ray
 
-KEYS = {"app1": "mcp-key-one-0123456789", "app2": "mcp-key-two-0123456789"}
+KEYS = {"app1": "mcp-key-one-0123456789", "app2": "mcp-key-two-0123456789",
+        "ro": "mcp-key-ro-0123456789", "off": "mcp-key-off-0123456789"}
+POLICIES = {"apps": {"ro": {"tools": {"enabled": {"memory_add": False, "memory_update": False}}},
+                     "off": {"memory": "off"}}}
+STDIO = {"stdio": ["-m", "cluster.cli", "mcp"], "client": ["-m", "memclient.integrations.mcp"]}
+"""How a stdio server is started: ``memctl mcp``, and the client distribution's ``memcluster-mcp``."""
+TRANSPORTS = ["http", *STDIO]
 ROOT = Path(__file__).resolve().parents[3]
 INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
         "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
@@ -27,7 +35,8 @@ ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "appl
 def base(serve_port: int, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     from tests.serve_apps.protocol_cluster import deployed
 
-    with deployed(serve_port, tmp_path_factory.mktemp("mcp-data"), name="memmcp", prefix="/mcpt", keys=KEYS) as url:
+    with deployed(serve_port, tmp_path_factory.mktemp("mcp-data"), name="memmcp", prefix="/mcpt", keys=KEYS,
+                  memory=POLICIES) as url:
         yield url
 
 
@@ -56,20 +65,29 @@ async def _http_session(base: str, app: str, user: str, body: Any) -> Any:
                 return await body(session)
 
 
-async def _stdio_session(base: str, app: str, user: str, body: Any) -> Any:
+def _env(key: str) -> dict[str, str]:
+    return {"MEMCLUSTER_API_KEY": key, "PYTHONPATH": str(ROOT), "HOME": os.environ.get("HOME", "/tmp")}
+
+
+async def _stdio_session(base: str, app: str, user: str, body: Any, how: str = "stdio") -> Any:
     from mcp import ClientSession, StdioServerParameters, stdio_client
 
-    env = {"MEMCLUSTER_API_KEY": KEYS[app], "PYTHONPATH": str(ROOT), "HOME": os.environ.get("HOME", "/tmp")}
-    params = StdioServerParameters(command=sys.executable, cwd=str(ROOT), env=env,
-                                   args=["-m", "cluster.cli", "mcp", "--url", base, "--app", app, "--user", user])
+    params = StdioServerParameters(command=sys.executable, cwd=str(ROOT), env=_env(KEYS[app]),
+                                   args=[*STDIO[how], "--url", base, "--app", app, "--user", user])
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         return await body(session)
 
 
-@pytest.mark.parametrize("transport", ["http", "stdio"])
+def _session(transport: str) -> Any:
+    if transport == "http":
+        return _http_session
+    return lambda base, app, user, body: _stdio_session(base, app, user, body, transport)
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
 def test_tools_add_then_search_in_a_second_session(base: str, transport: str) -> None:
-    run = _http_session if transport == "http" else _stdio_session
+    run = _session(transport)
     user = f"ann-{transport}"
 
     async def first(session: Any) -> dict[str, Any]:
@@ -87,16 +105,21 @@ def test_tools_add_then_search_in_a_second_session(base: str, transport: str) ->
 
     added = asyncio.run(run(base, "app1", user, first))
 
-    async def second(session: Any) -> tuple[Any, Any, Any]:
+    async def second(session: Any) -> tuple[Any, ...]:
         found = await session.call_tool("memory_search", {"query": "bees roof"})
         bad = await session.call_tool("memory_add", {"memory": "x", "memory_kind": "dream"})
         unknown = await session.call_tool("memory_delete", {"memory_id": added["memory_id"]})
-        return found, bad, unknown
+        missing = await session.call_tool("memory_update", {"memory_id": "no-such-id", "memory": "y"})
+        return found, bad, unknown, missing
 
-    found, bad, unknown = asyncio.run(run(base, "app1", user, second))
+    found, bad, unknown, missing = asyncio.run(run(base, "app1", user, second))
     assert [h["memory_id"] for h in _text(found)["results"]] == [added["memory_id"]]
+    # errors raised in the shard actor carry the domain's names (Ray's task-error wrapper is unwrapped)
     assert bad.is_error is True and _text(bad)["field"] == "arguments.memory_kind"
+    assert _text(bad)["error"] == "ValidationError"
+    assert missing.is_error is True and _text(missing)["error"] == "NotFoundError"
     assert unknown.is_error is True and _text(unknown)["field"] == "name"  # delete is not exposed (agentic)
+    assert _text(unknown)["error"] == "PermissionDeniedError"
     # the same memory through the plain HTTP API: MCP wrote into the user's scope of app1 only
     r = httpx.get(f"{base}/v1/apps/app1/users/{user}/memories", headers={"Authorization": f"Bearer {KEYS['app1']}"})
     assert [e["text"] for e in r.json()["entries"]] == ["Ann keeps bees on her roof"]
@@ -167,3 +190,46 @@ def test_memory_search_min_relevance_over_http(base: str) -> None:
     assert len(hits) == 1 and -1.0 <= hits[0]["relevance"] <= 1.0
     assert _text(none)["results"] == []
     assert bad.is_error is True and _text(bad)["field"] == "arguments.min_relevance"
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_tools_list_follows_the_app_policy_and_calls_name_the_offered_tools(base: str, transport: str) -> None:
+    run = _session(transport)
+
+    async def body(session: Any) -> tuple[list[str], Any, Any]:
+        names = [t.name for t in (await session.list_tools()).tools]
+        add = await session.call_tool("memory_add", {"memory": "Ro likes figs"})
+        unknown = await session.call_tool("memory_fly", {})
+        return names, add, unknown
+
+    names, _, unknown = asyncio.run(run(base, "app1", "pol", body))
+    assert names == [*_exposed(base, "app1"), "memory_recall"]
+    assert unknown.is_error is True
+    assert (_text(unknown)["error"], _text(unknown)["field"]) == ("ValidationError", "name")
+    assert _text(unknown)["message"].endswith("this app offers " + ", ".join(names))  # memory_recall included
+
+    names, add, _ = asyncio.run(run(base, "ro", "pol", body))
+    assert names == ["memory_search", "memory_load", "memory_recall"]  # add and update disabled for the app
+    assert add.is_error is True and _text(add)["error"] == "PermissionDeniedError"
+    assert "this app offers memory_search, memory_load, memory_recall" in _text(add)["message"]
+
+    names, add, _ = asyncio.run(run(base, "off", "pol", body))
+    assert names == []  # memory: off offers nothing
+    assert add.is_error is True and _text(add)["error"] == "PermissionDeniedError"
+    assert "offers no tools" in _text(add)["message"]
+
+
+@pytest.mark.parametrize("how", list(STDIO))
+def test_stdio_server_with_a_wrong_key_or_no_service_fails_at_start(base: str, how: str) -> None:
+    def start(url: str, key: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, *STDIO[how], "--url", url, "--app", "app1", "--user", "u"],
+                              env=_env(key), cwd=ROOT, stdin=subprocess.DEVNULL, capture_output=True,
+                              text=True, timeout=120)
+
+    wrong = start(base, "not-a-key-0123456789")
+    assert wrong.returncode == 1, wrong.stderr
+    assert f"memcluster at {base}" in wrong.stderr and "API key" in wrong.stderr and "was refused" in wrong.stderr
+    assert wrong.stdout == ""  # stdout is the MCP channel
+    gone = start("http://127.0.0.1:9", KEYS["app1"])
+    assert gone.returncode == 1, gone.stderr
+    assert "memcluster at http://127.0.0.1:9" in gone.stderr and "not reachable" in gone.stderr

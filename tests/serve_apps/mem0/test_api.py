@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from memclient import MemoryClient as Memclient
+from serve_apps.mem0.map import score_of
 
 os.environ.setdefault("MEM0_TELEMETRY", "False")
 os.environ.setdefault("MEM0_DIR", tempfile.mkdtemp(prefix="mem0-"))
@@ -72,8 +73,9 @@ def test_add_search_list_equal_memclusters_own_api(base: str) -> None:
                           ({"user_id": "alice"}, None)):
         mine = c.search("what does Alice eat", filters=filters, top_k=4)["results"]
         theirs = ours.search("app1", "alice", "what does Alice eat", max_results=4, metadata_filter=meta)
-        assert [(_eid(m["id"]), m["memory"], m["score"]) for m in mine] == [
-            (h.entry.id, h.entry.text, h.score) for h in theirs]
+        # the same hits; Mem0's score is their relevance clamped to 0..1, best first
+        want = sorted(((h.entry.id, h.entry.text, score_of(h.relevance)) for h in theirs), key=lambda t: (-t[2], t[0]))
+        assert [(_eid(m["id"]), m["memory"], m["score"]) for m in mine] == want
         assert mine
     either = c.search("Alice", filters={"AND": [{"user_id": "alice"},
                                                 {"OR": [{"agent_id": "chef"}, {"agent_id": "barista"}]}]}, top_k=10)
@@ -156,7 +158,7 @@ def test_bad_input_and_unsupported_features(base: str) -> None:
 
     c = _client(base)
     with pytest.raises(Mem0Invalid, match=re.escape("filters.user_id")):
-        c.search("x", filters={"agent_id": "a1"})
+        c.search("x")
     with pytest.raises(Mem0Invalid, match=re.escape("metadata.mem0_agent_id")):
         c.add("x", user_id="fay", metadata={"mem0_agent_id": "forged"}, infer=False)
     with pytest.raises(Mem0Invalid, match=re.escape("metadata.bad key")):
@@ -174,8 +176,10 @@ def test_async_client(base: str) -> None:
 
     async def run() -> None:
         c = AsyncMemoryClient(api_key=KEYS["app2"], host=f"{base}/mem0")
-        added = await c.add("Gus collects stamps", user_id="gus", agent_id="hobby", infer=False)
+        added = await c.add("Gus collects stamps", user_id="gus", agent_id="hobby", infer=False,
+                            timestamp=1_700_000_000)  # written back through the shard actor's restore
         mid = added["results"][0]["id"]
+        assert (await c.get(mid))["created_at"].startswith("2023-11-14T22:13:20")
         found = await c.search("stamps", filters={"AND": [{"user_id": "gus"}, {"agent_id": "hobby"}]})
         assert [m["id"] for m in found["results"]] == [mid]
         listed = await c.get_all(filters={"user_id": "gus"}, page=1, page_size=10)
@@ -236,7 +240,9 @@ def test_threshold_filters_on_relevance_in_hybrid_search(base: str) -> None:
     assert len(every) >= 3 and all(h.relevance is not None for h in every)
     floor = (max(h.relevance or 0.0 for h in every) + min(h.relevance or 0.0 for h in every)) / 2
     kept = c.search(q, filters={"user_id": "rei"}, top_k=10, threshold=floor)["results"]
-    want = [h.entry.id for h in every if (h.relevance or 0.0) >= floor]
+    ranked = sorted(every, key=lambda h: (-(h.relevance or 0.0), h.entry.id))  # Mem0: best score first
+    want = [h.entry.id for h in ranked if (h.relevance or 0.0) >= floor]
     assert want and len(want) < len(every)
     assert [_eid(m["id"]) for m in kept] == want
+    assert [m["score"] for m in kept] == [score_of(h.relevance) for h in ranked if (h.relevance or 0.0) >= floor]
     assert c.search(q, filters={"user_id": "rei"}, top_k=10, threshold=1.0)["results"] == []

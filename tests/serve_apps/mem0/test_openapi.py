@@ -14,10 +14,14 @@ def test_mem0_routes_are_documented_under_their_tag(client: httpx.Client) -> Non
         "/mem0/v3/memories/search/": {"post"},
         "/mem0/v3/memories/": {"post"},
         "/mem0/v1/memories/{memory_id}/": {"get", "put", "delete"},
-        "/mem0/v1/memories/": {"delete"},
+        "/mem0/v1/memories/": {"delete", "post"},  # post: add, the mem0ai 1.x client's route
+        "/mem0/v2/memories/search/": {"post"},  # the 1.x client's search and list
+        "/mem0/v2/memories/": {"post"},
         "/mem0/v1/memories/{memory_id}/history/": {"get"},
         "/mem0/v1/entities/": {"get"},
         "/mem0/v2/entities/{entity_type}/{name}/": {"delete"},
+        "/mem0/v1/batch/": {"put", "delete"},
+        "/mem0/v1/feedback/": {"post"},
     }
     for path, ops in mem0.items():
         for op in ops:
