@@ -28,8 +28,9 @@ def has_topics(entry_topics: Sequence[str], topics: Sequence[str] | None, how: T
 
 
 class SearchOptions(BaseModel):
-    """Every knob of a search. Defaults follow the seeds (max 10, threshold 0.3 in dense search); the fusion knobs
-    (``rrf_k`` .. ``merge_overlapping``) default to the service's configuration when left ``None``."""
+    """Every knob of a search. Defaults follow the tRPC-Agent-Go memory service (max 10, threshold 0.3 in dense
+    search); the fusion knobs (``rrf_k`` .. ``merge_overlapping``) default to the service's configuration when
+    left ``None``."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -41,8 +42,9 @@ class SearchOptions(BaseModel):
     max_tokens: Annotated[int, Field(ge=1, le=MAX_TOKENS_LIMIT)] | None = None
     """At most this many tokens of hit text in all (:mod:`memcore.budget`); None: the service's default."""
     similarity_threshold: Annotated[float, Field(ge=MIN_RELEVANCE, le=MAX_RELEVANCE)] | None = None
-    """Keep hits with ``relevance`` at least this (:mod:`memcore.relevance`), dense or hybrid; None: the seeds'
-    0.3 for a dense search, no floor for a hybrid one (:func:`memcore.relevance.floor_of`)."""
+    """Keep hits with ``relevance`` at least this (:mod:`memcore.relevance`), dense or hybrid; None: the
+    0.3 of the tRPC-Agent-Go memory service for a dense search, no floor for a hybrid one
+    (:func:`memcore.relevance.floor_of`)."""
     order_by_event_time: bool = False
     deduplicate: bool = False
     kind_fallback: bool = True
@@ -60,6 +62,9 @@ class SearchOptions(BaseModel):
     """Only entries with these topics (exact, case-sensitive): any one of them (``topics_match="any"``)
     or all of them (``"all"``); a hard filter in every store. None or empty: no topic filter."""
     topics_match: TopicsMatch = "any"
+    include_facts: bool = False
+    """Also answer the current knowledge-graph facts of the entities the query names (a separate ``facts``
+    list, :func:`memcore.knowledge.facts_for_search`), their tokens taken from ``max_tokens`` first."""
 
     @field_validator("topics")
     @classmethod

@@ -66,14 +66,17 @@ def _scoped(spec: FilterSpec) -> models.Filter:
     return flt
 
 
-def _index_schema(field: str, kind: str) -> models.PayloadSchemaParams | models.PayloadSchemaType:
+def _index_schema(field: str, kind: str) -> models.PayloadSchemaParams:
+    """The tenant field gets per-tenant HNSW graphs (``is_tenant``); the others none (``enable_hnsw=False``):
+    every search is already narrowed to one user, so graphs per ``kind`` or ``deleted`` value would only
+    cost build time (Qdrant's multitenancy guidance; the embedded engine is configured the same way)."""
     if field == TENANT_FIELD:
         return models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, is_tenant=True)
-    return {
-        "keyword": models.PayloadSchemaType.KEYWORD,
-        "float": models.PayloadSchemaType.FLOAT,
-        "bool": models.PayloadSchemaType.BOOL,
-    }[kind]
+    if kind == "keyword":
+        return models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, enable_hnsw=False)
+    if kind == "float":
+        return models.FloatIndexParams(type=models.FloatIndexType.FLOAT, enable_hnsw=False)
+    return models.BoolIndexParams(type=models.BoolIndexType.BOOL, enable_hnsw=False)
 
 
 def _vector_size(params: Any) -> int | None:
@@ -94,10 +97,11 @@ class QdrantServerStore:
     """``db.system.name`` in search spans."""
 
     def __init__(self, client: QdrantClient, collection: str, dim: int, *, owns_client: bool = False,
-                 layout: Mapping[str, int] | None = None) -> None:
+                 layout: Mapping[str, Any] | None = None) -> None:
         """``owns_client``: :meth:`close` also closes ``client`` (true for :meth:`connect`). ``layout``:
-        ``shard_number`` / ``replication_factor`` / ``write_consistency_factor`` used when this store
-        creates the collection (an existing collection keeps its own)."""
+        ``shard_number`` / ``replication_factor`` / ``write_consistency_factor`` and ``hnsw_config``
+        (a mapping of :class:`qdrant_client.models.HnswConfigDiff` fields) used when this store creates the
+        collection (an existing collection keeps its own)."""
         if dim < 1:
             raise ValueError("dim must be at least 1")
         self.layout = dict(layout or {})
@@ -118,7 +122,7 @@ class QdrantServerStore:
         api_key: str | None = None,
         https: bool | None = None,
         timeout: int | None = None,
-        layout: Mapping[str, int] | None = None,
+        layout: Mapping[str, Any] | None = None,
     ) -> QdrantServerStore:
         """A store on the server at ``url`` (``https`` None: taken from the URL scheme)."""
         client = QdrantClient(url=url, api_key=api_key, https=https, timeout=timeout)
@@ -132,10 +136,13 @@ class QdrantServerStore:
         with self._engine("collection setup") as client:
             if not client.collection_exists(self.collection):
                 try:
+                    layout = dict(self.layout)
+                    if "hnsw_config" in layout:
+                        layout["hnsw_config"] = models.HnswConfigDiff(**layout["hnsw_config"])
                     client.create_collection(
                         self.collection,
                         vectors_config=models.VectorParams(size=self.dim, distance=models.Distance.COSINE),
-                        **self.layout,  # type: ignore[arg-type]
+                        **layout,
                     )
                 except Exception:
                     if not client.collection_exists(self.collection):  # else: created concurrently

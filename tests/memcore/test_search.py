@@ -113,3 +113,38 @@ def test_search_merges_verbatim_windows(service: MemoryService) -> None:
     assert len(unmerged) > len(hits) and not any(h.merged for h in unmerged)
     assert {t for h in hits for t in h.entry.provenance} == {t for h in unmerged for t in h.entry.provenance}
     assert fusion.merge_overlapping(unmerged, 10)[0].entry.provenance == hits[0].entry.provenance
+
+
+@pytest.mark.parametrize("backend", ["edge", "server"])
+def test_a_pass_that_needs_the_first_hits_resolves_only_them_and_returns_the_same_prefix(
+        make_service: Callable[..., MemoryService], backend: str) -> None:
+    """``need``: the fused list is resolved a chunk at a time, so the entries only the keyword list found are
+    fetched for the first chunks alone; the hits are the full pass's first ones, in its order."""
+    from memcore.search import FETCH_CHUNK, search_once
+
+    service = make_service(backend)
+    words = ["ferry", "harbour", "ticket", "island", "morning", "captain", "deck", "wave"]
+    service.add_many(A, [{"text": f"note {i}: the {words[i % 8]} and the {words[(i * 3) % 8]} of trip {i}"}
+                         for i in range(300)])
+    opts = SearchOptions(query="ferry ticket for the morning trip", max_results=10)
+    qvec = service.embedder.embed_queries([opts.query])[0]
+    fetched: list[int] = []
+    fetch = service.vectors.get_with_vectors
+
+    def counting(key: UserKey, ids: list[str]):  # type: ignore[no-untyped-def]
+        fetched.append(len(ids))
+        return fetch(key, ids)
+
+    service.vectors.get_with_vectors = counting  # type: ignore[method-assign]
+    full = search_once(service.vectors, service.keywords, service.config, A, opts, qvec, None)
+    fetched_full, fetched[:] = sum(fetched), []
+    first = search_once(service.vectors, service.keywords, service.config, A, opts, qvec, None, need=12)
+    assert len(full) > FETCH_CHUNK and len(first) >= 12
+    assert [(h.entry.id, h.score) for h in first] == [(h.entry.id, h.score) for h in full[: len(first)]]
+    assert sum(fetched) < fetched_full
+    # entries ``alive`` rejects are left out, and the pass still finds ``need`` hits
+    dropped = {h.entry.id for h in full[:5]}
+    kept = search_once(service.vectors, service.keywords, service.config, A, opts, qvec, None, need=12,
+                       alive=lambda e: e.id not in dropped)
+    assert [h.entry.id for h in kept] == [h.entry.id for h in full if h.entry.id not in dropped][: len(kept)]
+    assert len(kept) >= 12

