@@ -18,7 +18,10 @@ Ingest (:meth:`ExtractionJobs.ingest`), under the shard's ingest lock:
 A job runs (worker thread, or the ingest call) when every earlier job of the same user is
 finished: it re-reads the session's unextracted turns up to ``upto_seq`` (so a failed earlier job's
 turns are retried), runs :func:`memcore.extraction.pipeline.run_extraction` and only then marks
-them extracted and moves the cursor, durably. Once the model calls are done and there are operations to
+them extracted and moves the cursor, durably. A job whose operations all applied (or were skipped by
+policy) is ``done``; one where some failed is ``partial`` (the others are kept, the cursor moves,
+``operations`` and ``errors`` say which failed and why, ``memcluster_operations_failed_total`` counts
+them). Once the model calls are done and there are operations to
 apply, the job takes the user's write turn in the shard (held to the end of the job) and writes
 into the service current then, so the job's operations form one block in the user's FIFO
 between API writes. The job deadline (``extractor.job_timeout_s``) bounds loading plus the
@@ -49,8 +52,9 @@ from typing import Any, TypeVar, cast
 
 from actors.context import ShardContext, ShardPart
 from actors.queues import Ticket, UserQueues
+from actors.shard_graph import graph_of
 from actors.shard_telemetry import extractor_call, job_event, job_span
-from memcore.errors import ConflictError, ExtractorError, MemoryServiceError, NotFoundError
+from memcore.errors import ConflictError, ExtractorError, FencedError, MemoryServiceError, NotFoundError
 from memcore.extraction import checkers
 from memcore.extraction.events import Event, ExtractionResult, Message, cursor_of, extractable, identify, parse_messages
 from memcore.extraction.factory import build_episode_stage, build_extractor
@@ -156,13 +160,17 @@ class ExtractionJobs(ShardPart):
         extractor: Extractor | None = None,
         episodes: EpisodeStage | None = None,
         start: bool = True,
+        on_fenced: Callable[[FencedError], None] | None = None,
     ) -> None:
         super().__init__(ctx)
+        self._on_fenced = on_fenced
         cfg = ctx.settings.extractor
         shard = ctx.shard
         self.extractor: Extractor = extractor if extractor is not None else build_extractor(cfg)
         self.episodes = episodes if episodes is not None else build_episode_stage(cfg, self.extractor)
         self.policy = self.extractor.default_policy
+        self.graph = graph_of(ctx)
+        """Where the extractor's fact operations are written (the shard's knowledge graph)."""
         self.verbatim: Extractor = build_extractor(cfg.model_copy(update={"base_url": None}))
         """For apps whose policy says ``extractor: verbatim`` (their turns never reach a model)."""
         self.checker = checkers.from_settings(cfg)
@@ -265,7 +273,17 @@ class ExtractionJobs(ShardPart):
             if self._stopping.is_set():
                 ticket.done()  # stays queued in the archive; re-queued on the next start
                 continue
-            self._run(job, ticket, sync=False)
+            try:
+                self._run(job, ticket, sync=False)
+            except FencedError as exc:  # a newer incarnation holds the shard: its start re-queued the job
+                self._stopping.set()
+                if self._on_fenced is not None:
+                    self._on_fenced(exc)
+                return
+            except MemoryServiceError:
+                # the archive failed under the job (its database down): the record stays unfinished and is
+                # re-queued on the next start; the session's next job extracts its turns. The worker lives on.
+                log.exception("shard %d: job %s could not be recorded", self.shard, job.job_id)
 
     def _run(self, job: JobRecord, ticket: Ticket, *, sync: bool) -> JobRecord:
         with ExitStack() as stack:
@@ -324,7 +342,7 @@ class ExtractionJobs(ShardPart):
                 extractor=_TimedExtractor(extractor, deadline, key.app, self.shard),
                 policy=extractor.default_policy if verbatim else self.policy,
                 episodes=_TimedEpisodes(episodes, deadline) if episodes is not None else None,
-                enabled=enabled_operations(app.enabled_tools()), now=cursor_of(todo),
+                enabled=enabled_operations(app.enabled_tools()), now=cursor_of(todo), graph=self.graph,
             )
         except MemoryServiceError as exc:
             reason = str(exc) if isinstance(exc, JobTimeout) else f"{type(exc).__name__}: {exc}"
@@ -334,8 +352,13 @@ class ExtractionJobs(ShardPart):
         if report.cursor is not None:
             self.archive.sessions.set_last_extract_at(key, job.session, report.cursor)
         kept = {k: v for k, v in job.counts.items() if k == IGNORED_PARTS}
+        failed = [r for r in report.results if r.status == "failed"]
+        outcome: dict[str, Any] = {"status": "done"}
+        if failed:
+            outcome = {"status": "partial", "reason_code": "operations_failed",
+                       "reason": f"{len(failed)} of {len(report.results)} operations failed (see operations)"}
         return job.model_copy(update={
-            "status": "done", "operations": [r.model_dump(mode="json") for r in report.results],
+            **outcome, "operations": [r.model_dump(mode="json") for r in report.results],
             "errors": report_errors(report), "counts": {**report.counts, **kept},
             "cursor": self.archive.sessions.last_extract_at(key, job.session),
         })
@@ -366,6 +389,7 @@ def report_errors(report: ExtractionReport) -> list[str]:
     errors = [f"operation {r.index} ({r.type}): {r.error}" for r in report.results if r.status == "failed"]
     errors += [f"rejected {r}" for r in report.rejected]
     errors += [f"assistant-episode stage failed: {e}" for e in report.episode_errors]
+    errors += [f"fact operation {f.index} ({f.type}): {f.error}" for f in report.facts if f.status == "failed"]
     if report.existing_error:
         errors.append(f"existing-memory search failed, used the newest entries instead: {report.existing_error}")
     return errors

@@ -11,12 +11,14 @@ generation. The steps, each one call on the shard:
    tool, so no archived turn would bring them back);
 2. :meth:`Generations.reextract_user` (any number, concurrently for different users) replays
    the archived sessions of one user, oldest first, through an extractor and a policy into the
-   staging generation; an extractor failure raises (the job then aborts);
+   staging generation (its knowledge-graph fact operations are held back: the graph is not generational);
+   an extractor failure raises (the job then aborts);
 3. :meth:`Generations.switch` freezes the shard's writes (every write in progress finishes,
    new ones wait), copies what was written to the serving generation since ``begin`` (live
    writes of the build: entries of other users, API entries, and extractions of turns the
    replay did not cover), replaces the pointer file atomically and swaps the service the
-   shard serves from. A read runs entirely on the service it started on: it sees the old or
+   shard serves from; the held fact operations are applied to the graph then, in order (those citing a
+   turn deleted meanwhile left out). A read runs entirely on the service it started on: it sees the old or
    the new generation, never a mix. The old generation stays open and on disk;
 4. :meth:`Generations.abort` (a failed run) closes and deletes the staging generation;
    :meth:`Generations.drop` deletes an old one. Neither touches the serving generation.
@@ -42,6 +44,7 @@ from typing import Any
 
 from actors.context import ShardContext, ShardPart
 from actors.erasure import hidden_turns, prune_derived
+from actors.shard_graph import graph_of
 from memcore import factory
 from memcore.errors import ValidationError
 from memcore.extraction.events import Event, cursor_of
@@ -49,6 +52,7 @@ from memcore.extraction.factory import build_extractor
 from memcore.extraction.pipeline import run_extraction
 from memcore.fields import now_utc
 from memcore.model import Entry, UserKey
+from memcore.policy.facts import DeferredFacts
 from memcore.ports import Extractor, Vectors
 from memcore.provenance import TurnIndex
 from memcore.records import ArchivedTurn, Turn
@@ -69,6 +73,8 @@ class _Staging:
     """Turns the replay extracted, per user (a live write made only from them is not caught up)."""
     gone: dict[UserKey, set[Turn]] = field(default_factory=dict)
     """Turns hidden, removed or erased during the build, per user (their entries are dropped at the switch)."""
+    facts: dict[UserKey, DeferredFacts] = field(default_factory=dict)
+    """The fact operations each user's replay proposed, applied to the graph at the switch."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -88,7 +94,8 @@ class Generations(ShardPart):
 
     def _build(self, generation: int) -> MemoryService:
         """A service over ``generation``'s stores, with the embedder of the service served now."""
-        return factory.build_service(self.layout, self.served.get().embedder, generation=generation)
+        return factory.build_service(self.layout, self.served.get().embedder, generation=generation,
+                                     last_read=self.archive.access.last_access)
 
     # ------------------------------------------------------------------ info
     def info(self) -> dict[str, Any]:
@@ -134,6 +141,7 @@ class Generations(ShardPart):
         counts = {"sessions": 0, "events": 0, "operations": 0, "applied": 0, "skipped": 0, "failed": 0,
                   "rejected": 0}
         covered: set[Turn] = set()
+        facts = DeferredFacts()
         for session in self.archive.events.sessions_in_order(key):
             events = [e for e in self.archive.events.read(key, session) if e.is_text]
             if cfg.skip_external_context and self.archive.sessions.has_external_context(key, session):
@@ -141,13 +149,14 @@ class Generations(ShardPart):
             counts["sessions"] += 1
             for chunk in _chunks(events, ex.max_events):
                 report = run_extraction(staging.service, key, chunk, ex, session=session, policy=policy,
-                                        enabled=enabled, now=cursor_of(chunk))
+                                        enabled=enabled, now=cursor_of(chunk), graph=facts)
                 for name in ("events", "operations", "applied", "skipped", "failed", "rejected"):
                     counts[name] += report.counts.get(name, 0)
                 covered.update(Turn(session, e.id) for e in chunk)
         with staging.lock:
             staging.covered.setdefault(key, set()).update(covered)
-        return {"app": key.app, "user": key.user, **counts}
+            staging.facts[key] = facts  # a retried user's replay replaces its earlier one
+        return {"app": key.app, "user": key.user, **counts, "facts": facts.count()}
 
     def _extractor(self, cfg: ExtractorSettings) -> Extractor:
         tag = cfg.model_dump_json()
@@ -174,9 +183,11 @@ class Generations(ShardPart):
             with self.ctx.freeze():
                 old = self.served.get()
                 caught_up = self._catch_up(old, staging) if staging else 0
+                facts: dict[str, int] = {}
                 if staging:
                     for key, gone in staging.gone.items():
                         prune_derived(staging.service, key, gone | hidden_turns(self.archive, key), self.archive)
+                    facts = self._apply_facts(staging)
                 self.layout.point_at(generation)
                 self.served.replace(target)
                 previous, self.current = self.current, generation
@@ -184,7 +195,18 @@ class Generations(ShardPart):
                     self.retired[previous] = old
                     self.staging = None
             return {"shard": self.shard, "from": previous, "to": generation, "caught_up": caught_up,
-                    "frozen_s": round(time.monotonic() - t0, 4)}
+                    "frozen_s": round(time.monotonic() - t0, 4), **facts}
+
+    def _apply_facts(self, staging: _Staging) -> dict[str, int]:
+        """Apply each user's held fact operations to the graph (in the writes freeze: nothing interleaves)."""
+        kg = graph_of(self.ctx)
+        applied = failed = 0
+        for key, held in staging.facts.items():
+            gone = staging.gone.get(key, set()) | hidden_turns(self.archive, key)
+            results = held.apply(kg, key, {(t.session, t.event_id) for t in gone})
+            applied += sum(r.status == "applied" for r in results)
+            failed += sum(r.status == "failed" for r in results)
+        return {"facts_applied": applied, "facts_failed": failed}
 
     def _catch_up(self, old: MemoryService, staging: _Staging) -> int:
         since = staging.started_at - CATCH_UP_MARGIN
@@ -252,7 +274,7 @@ class Generations(ShardPart):
                     "vectors_rebuilt": embedded, "frozen_s": round(time.monotonic() - t0, 4)}
 
     def _compact_serving(self, embedded: bool) -> int:
-        from memcore.stores import qdrant_edge
+        from memcore.stores import edge_tiers, qdrant_edge
 
         served = self.served.get()
         vectors = self.layout.vectors_dir(self.current)
@@ -267,7 +289,7 @@ class Generations(ShardPart):
         _close(served)
         try:
             if embedded:
-                qdrant_edge.swap_in(vectors)
+                edge_tiers.swap_in(vectors)  # the fresh copy holds every tier: the tiers go
             self.layout.swap_in_keywords(self.current)
         finally:  # serve again, compacted or (a failure) as it was; a lost keyword index is rebuilt below
             service = self._build(self.current)
@@ -277,7 +299,7 @@ class Generations(ShardPart):
         return points
 
     def _compact_closed(self, generation: int, embedded: bool) -> int:
-        from memcore.stores.qdrant_edge import compact_dir
+        from memcore.stores.edge_tiers import compact_dir
 
         points = compact_dir(self.layout.vectors_dir(generation), self.served.get().embedder.dim) if embedded else 0
         shutil.rmtree(self.layout.keywords_dir(generation), ignore_errors=True)

@@ -1,15 +1,19 @@
 """Periodic upkeep of one shard: TTL expiry of memories and archived turns, pruning of old job
-records, and compaction after erasure.
+records, compaction after erasure, and (embedded mode) dedicated HNSW stores for large users
+(:mod:`memcore.stores.edge_tiers`: built in another process, then switched to).
 
 TTL: every ``ttl.sweep_s`` the thread scans the shard's entries and removes for good (hard delete)
-the active entries that are due (:meth:`Maintenance.due`): those past their own ``expires_at`` (a
-write's ``ttl_s`` or ``expires_at``, any app) and, for the apps ``ttl.apps`` names, those whose last write
-(``updated_at``) is older than the app's lifetime. With
+the entries that are due (:meth:`Maintenance.due`), active ones and tombstones alike (a soft-deleted
+entry's text expires too): those past their own ``expires_at`` (a write's ``ttl_s`` or ``expires_at``,
+any app) and, for the apps ``ttl.apps`` names, those whose last write (``updated_at``; a tombstone's: its
+deletion) is older than the app's lifetime (:class:`memcore.expiry.Expiry`, the rule every read applies
+too: until the sweep no read returns them, export included). With
 ``ttl.refresh_on_access`` a read through get/read/search/preload also counts: the entry
 expires a lifetime after the later of its last write and its last read (reads are recorded
 in the archive, not in the entry, so ``updated_at`` keeps meaning "last written"). Each
 deletion re-checks the entry inside the user's write turn, so a concurrent re-add survives.
-The same sweep deletes the archived turns of those apps whose timestamp is older than the
+The same sweep deletes the knowledge-graph facts (by their newest version's record time) and diary entries
+of those apps older than the lifetime, and the archived turns of those apps whose timestamp is older than the
 lifetime (except turns an unfinished extraction job has yet to read). When the sweep removed
 anything, or an erasure happened since the last compaction, the shard is compacted
 (:meth:`actors.shard_erasure.ShardErasure.compact_if_needed`).
@@ -20,13 +24,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 from actors.context import ShardContext, ShardPart
 from memcore.errors import MemoryServiceError
 from memcore.model import Entry, UserKey
+from memcore.stores.edge_tiers import TieredEdgeStore
 
 log = logging.getLogger(__name__)
 
@@ -69,14 +74,23 @@ class Maintenance(ShardPart):
         }
         if self._compact is not None:
             last["compacted"] = self._compact(bool(expired or events)) is not None
+        vectors = self.served.get().vectors
+        if isinstance(vectors, TieredEdgeStore):  # large users' HNSW stores, built off the shard's process
+            last["tiers"] = vectors.maintain()
         self.last = {**last, "at": time.time()}
         return self.last
 
     def expire_events(self, now: float | None = None) -> int:
-        """Delete the archived turns older than their app's lifetime; returns how many."""
-        now = time.time() if now is None else now
-        removed = sum(self.archive.events.expire(app, datetime.fromtimestamp(now - life, UTC))
-                      for app, life in self.settings.ttl.apps.items())
+        """Delete the archived turns, knowledge-graph facts (by their newest version) and diary entries older
+        than their app's lifetime; returns how many rows went."""
+        at = datetime.fromtimestamp(time.time() if now is None else now, UTC)
+        expiry = self.served.get().expiry
+        removed = 0
+        for app in self.settings.ttl.apps:
+            before = expiry.alive_since(app, at)
+            assert before is not None  # the app has a lifetime
+            removed += self.archive.events.expire(app, before)
+            removed += self.archive.graph.expire(app, before) + self.archive.diary.expire(app, before)
         if removed:
             log.info("shard %d: expired %d archived turns", self.shard, removed)
         return removed
@@ -84,27 +98,22 @@ class Maintenance(ShardPart):
     # ------------------------------------------------------------------ TTL
     def touch(self, key: UserKey, entries: Iterable[Entry]) -> None:
         """Record a read of ``entries`` (only when refresh on access is on and the app has a TTL)."""
-        ttl = self.settings.ttl
-        if ttl.refresh_on_access and ttl.ttl_of(key.app) is not None:
+        if self.served.get().expiry.counts_reads(key.app):
             self.archive.access.touch(key, [e.id for e in entries])
 
-    def due(self, entry: Entry, now: float, seen: dict[str, float] | None = None) -> bool:
-        """Whether the sweep deletes ``entry`` at ``now``: its own expiry passed (:meth:`Entry.expired`), or
-        its app's lifetime since its last write (or read, given ``seen``, with refresh on access)."""
-        if entry.expired(datetime.fromtimestamp(now, UTC)):
-            return True
-        life = self.settings.ttl.ttl_of(entry.app)
-        if life is None:
-            return False
-        last = max(entry.updated_at.timestamp(), (seen or {}).get(entry.id, 0.0))
-        return last < now - life
+    def due(self, entry: Entry, now: float, seen: Mapping[str, float] | None = None) -> bool:
+        """Whether the sweep deletes ``entry`` at ``now``: the rule every read applies too
+        (:meth:`memcore.expiry.Expiry.due`: its own expiry, or its app's lifetime since its last write, or
+        read, given ``seen``, with refresh on access)."""
+        return self.served.get().expiry.due(entry, datetime.fromtimestamp(now, UTC), seen)
 
     def expire(self, now: float | None = None) -> int:
-        """Hard-delete the expired entries of this shard (per-entry expiry or the app's TTL); returns how many."""
+        """Hard-delete the expired entries of this shard, tombstones included (per-entry expiry or the app's
+        TTL: a tombstone's lifetime runs from its deletion); returns how many."""
         ttl = self.settings.ttl
         now = time.time() if now is None else now
         candidates: dict[UserKey, list[str]] = {}
-        stored = self.served.get().vectors.scroll(None, include_deleted=False)
+        stored = self.served.get().vectors.scroll(None, include_deleted=True)
         for e in self.layout.owned(stored):
             if self.due(e, now):
                 candidates.setdefault(e.key, []).append(e.id)
@@ -113,11 +122,12 @@ class Maintenance(ShardPart):
             seen = self.archive.access.last_access(key) if ttl.refresh_on_access else {}
             gone: list[str] = []
             with self.ctx.writing(key):
-                for entry in self.served.get().vectors.get(key, ids):
-                    if not entry.active or not self.due(entry, now, seen):
-                        continue
+                service = self.served.get()
+                for entry in service.vectors.get(key, ids):
+                    if not self.due(entry, now, seen):
+                        continue  # re-checked in the write turn: a concurrent re-add survives
                     try:
-                        self.served.get().delete(key, entry.id, hard=True)
+                        service.purge(key, [entry.id])
                     except MemoryServiceError as exc:
                         log.warning("shard %d: expiring %s failed: %s", self.shard, entry.id, exc)
                         continue

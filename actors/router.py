@@ -9,7 +9,10 @@ strategy, so a lost node takes as few writers as possible with it (and they rest
 Reads that hit a restarting actor are retried for up to ``read_retry_s``; writes are not
 retried here (an update is not idempotent): they fail with a StoreError (HTTP 503 + retry hint).
 An ingest is a write here too: its job is accepted only once the shard answered. Every call runs
-under the caller's trace when tracing is on. The same calls, blocking (``call_shard_sync``,
+under the caller's trace when tracing is on. A domain error raised in a shard (a
+:class:`memcore.errors.MemoryServiceError`, which Ray delivers wrapped as ``RayTaskError(<class>)``)
+is re-raised here as itself (:func:`domain_cause`), so every caller (REST, Mem0, MCP, the jobs) sees
+``ValidationError``, never the wrapper. The same calls, blocking (``call_shard_sync``,
 ``submit_shard``), serve the Ray Data jobs (:class:`actors.shard_client.SyncShardClient`): a job
 never creates shards (``create=False``: a missing one is :class:`ClusterNotRunning`).
 """
@@ -23,7 +26,7 @@ from typing import Any
 
 from actors.shard import READS, ShardCore
 from memcore import tracing
-from memcore.errors import StoreError
+from memcore.errors import MemoryServiceError, StoreError
 from memcore.ids import shard_of
 from memcore.model import UserKey
 from memcore.ports import Embedder
@@ -32,6 +35,13 @@ from memcore.settings import Settings
 
 def actor_name(shard: int) -> str:
     return f"shard-{shard}"
+
+
+def domain_cause(exc: MemoryServiceError) -> MemoryServiceError:
+    """The domain error behind ``exc``: the ``.cause`` of a Ray task error (``RayTaskError(ValidationError)``
+    is also a ValidationError but names the wrapper), else ``exc`` itself."""
+    cause = getattr(exc, "cause", None)
+    return cause if isinstance(cause, MemoryServiceError) else exc
 
 
 class ClusterNotRunning(RuntimeError):
@@ -113,6 +123,8 @@ class RayShardBackend:
         while True:
             try:
                 return ray.get(self._remote(shard, method, *args))
+            except MemoryServiceError as exc:
+                raise domain_cause(exc) from None
             except (RayActorError, ActorUnavailableError) as exc:
                 self._retry_or_raise(shard, method, exc, deadline)
                 time.sleep(delay)
@@ -128,6 +140,8 @@ class RayShardBackend:
         def result() -> Any:
             try:
                 return ray.get(ref)
+            except MemoryServiceError as exc:
+                raise domain_cause(exc) from None
             except (RayActorError, ActorUnavailableError) as exc:
                 self._retry_or_raise(shard, method, exc, 0.0)
                 raise
@@ -156,6 +170,8 @@ class RayShardBackend:
         while True:
             try:
                 return await self._remote(shard, method, *args)
+            except MemoryServiceError as exc:
+                raise domain_cause(exc) from None
             except (RayActorError, ActorUnavailableError) as exc:
                 self._retry_or_raise(shard, method, exc, deadline)
                 await asyncio.sleep(delay)

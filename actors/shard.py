@@ -34,17 +34,23 @@ from pydantic import TypeAdapter
 from actors.context import ShardContext
 from actors.current import CurrentService
 from actors.extraction_queue import ExtractionJobs
+from actors.fencing import Fencing, fenced_calls
 from actors.generations import Generations
 from actors.maintenance import Maintenance
 from actors.queues import Ticket, UserQueues
 from actors.shard_backfill import write_backfill
 from actors.shard_erasure import ErasingTools, ShardErasure
+from actors.shard_graph import ShardGraph
 from actors.shard_telemetry import shard_started, spanned, timed_write, traced_call
 from actors.write_gate import WriteGate
 from memcore import factory, preload, tools
 from memcore.app_policy import ToolMode
-from memcore.errors import NotFoundError, PermissionDeniedError, ValidationError
+from memcore.data_root import check_shard_count, hold_shared
+from memcore.errors import NotFoundError, ValidationError
 from memcore.extraction.events import parse_events
+from memcore.fields import now_utc
+from memcore.graph_backup import UserGraph, export_user, restore_user
+from memcore.knowledge import fact_json, fact_line, facts_for_search
 from memcore.layout import ShardLayout
 from memcore.model import Entry, InjectionMode, Memory, PreloadResult, UserKey
 from memcore.ports import Embedder, Extractor, Vectors
@@ -53,7 +59,7 @@ from memcore.search_model import SearchHit, SearchOptions, TopicsMatch
 from memcore.service import MemoryService
 from memcore.settings import Settings
 from memcore.validation import check_session, validate
-from memcore.vocabulary import LOAD, MAX_RECALL_RESULTS, SEARCH
+from memcore.vocabulary import GRAPH_READ_TOOLS, LOAD, MAX_RECALL_RESULTS, SEARCH
 
 __all__ = ["READS", "WRITES", "Ack", "ShardCore", "Ticket", "UserQueues"]
 _HITS_JSON = TypeAdapter(list[SearchHit])
@@ -81,22 +87,45 @@ class ShardCore:
         extractor: Extractor | None = None,
         start_workers: bool = True,
     ) -> None:
-        self.settings = settings
+        self.settings = settings = settings.on_this_node()  # a node-local data root, where the node names one
         self.shard = shard
+        self._data_lock = hold_shared(settings)  # `memctl reshard` waits for every shard to be gone
+        try:
+            check_shard_count(settings)  # the data directory's N, or a reshard that has to finish first
+        except BaseException:
+            self._data_lock.close()
+            raise
         self.layout = ShardLayout(settings, shard)
         self.started_at = time.time()
         generation = factory.current_generation(self.layout)
-        self.current = CurrentService(factory.build_service(self.layout, embedder, generation=generation))
         self.archive = factory.build_archive(self.layout)
+        try:
+            self.current = CurrentService(factory.build_service(
+                self.layout, embedder, generation=generation, last_read=self.archive.access.last_access))
+        except BaseException:
+            self.archive.close()
+            self._data_lock.close()
+            raise
+        try:
+            self.epoch = self.archive.lease.acquire()
+        except BaseException:
+            self.archive.close()
+            self.service.vectors.close()
+            self.service.keywords.close()
+            self._data_lock.close()
+            raise
+        """This incarnation's lease epoch: a later incarnation of the shard fences this one (:mod:`actors.fencing`)."""
+        self.fencing = Fencing(shard, self.archive.lease, self._stop_fenced)
         self._queues = UserQueues(self.archive.sequence.next)
-        gate = WriteGate(self._queues, self.layout.dirty_marker)
+        gate = WriteGate(self._queues, self.layout.dirty_marker, self.archive.lease.check)
         self.ctx = ctx = ShardContext(self.layout, self.current, self.archive, gate.writing, gate.frozen)
         """What every part of this shard shares: each part below takes this one object."""
         t0 = time.perf_counter()
         self.rebuilt = self._recover()
-        self.jobs = ExtractionJobs(ctx, extractor=extractor, start=start_workers)
+        self.jobs = ExtractionJobs(ctx, extractor=extractor, start=start_workers, on_fenced=self.fencing.fenced)
         self.generations = Generations(ctx, generation)
         self.erasure = ShardErasure(ctx, self.generations)
+        self.graph = ShardGraph(ctx)
         self.maintenance = Maintenance(ctx, compact=self.erasure.compact_if_needed, start=start_workers)
         self.watch = shard_started(self, time.perf_counter() - t0)
 
@@ -130,7 +159,14 @@ class ShardCore:
             "extraction": self.jobs.status(),
             "maintenance": self.maintenance.last,
             "generation": self.generations.current,
+            "lease_epoch": self.epoch,
+            "data_dir": str(self.settings.data_dir),
         }
+
+    def _stop_fenced(self) -> None:
+        """Stop the background work of a fenced incarnation (its stores stay open for reads it refuses)."""
+        self.jobs.close(timeout=1.0)
+        self.maintenance.close()
 
     def close(self) -> None:
         self.watch.close()
@@ -140,6 +176,7 @@ class ShardCore:
         self.archive.close()
         self.service.vectors.close()
         self.service.keywords.close()
+        self._data_lock.close()
 
     # --------------------------------------------------------------- writes
     @property
@@ -156,8 +193,7 @@ class ShardCore:
 
     def _writable(self, key: UserKey) -> None:
         """Writes of an app whose memory is off are refused (deletes and erasure always work)."""
-        if not self.settings.policy(key.app).writes:
-            raise PermissionDeniedError(f"memory is off for app {key.app!r} (memory.apps setting)", field="app")
+        self.settings.policy(key.app).check_writes()
 
     @timed_write("add")
     def add(self, key: UserKey, memory: dict[str, Any]) -> Ack:
@@ -181,6 +217,7 @@ class ShardCore:
         the same id (same content) and a superset of the provenance is left as it is — a re-run neither
         duplicates nor rewrites, and does not bring back an entry the user deleted since.
         """
+        self._writable(key)
         parsed = [(check_session(s), parse_events(events)) for s, events in sessions]
         mems = [validate(Memory, m, prefix=f"memories.{i}.") for i, m in enumerate(memories)]
         if vectors is not None and len(vectors) != len(mems):
@@ -226,20 +263,76 @@ class ShardCore:
         """Run an agent's tool call under the app's policy: only the tools exposed in the app's mode run
         (others are 403, whatever ``mode`` the caller names; a ``mode`` other than the app's is 403)."""
         policy = self.settings.policy(key.app)
+        policy.check_writes()  # memory off: no tool is exposed, every call is refused naming the app
         policy.check_mode(mode)
         exposed = policy.exposed_tools()
         budget = policy.default_budget(arguments.get("max_tokens"))
         if name == SEARCH and budget is not None:
             arguments = {**arguments, "max_tokens": budget}
-        if name in (SEARCH, LOAD):
-            return tools.execute(self.service, key, name, arguments, enabled=exposed)
+        graph = self.graph.kg
+        if name in (SEARCH, LOAD) or name in GRAPH_READ_TOOLS:
+            return tools.execute(self.service, key, name, arguments, enabled=exposed, graph=graph)
         backend = ErasingTools(self.service, self.erasure)
-        return self._write(key, lambda: tools.execute(backend, key, name, arguments, enabled=exposed))
+        return self._write(key, lambda: tools.execute(backend, key, name, arguments, enabled=exposed, graph=graph))
+
+    # ------------------------------------------------------ knowledge graph
+    def graph_add(self, key: UserKey, fact: dict[str, Any], supersede: bool = False) -> Ack:
+        """Add a fact (idempotent), or with ``supersede`` make it the one current object of its subject's
+        predicate (:mod:`actors.shard_graph`)."""
+        return self._write(key, lambda: self.graph.add(key, fact, supersede))
+
+    def graph_invalidate(self, key: UserKey, ref: dict[str, Any]) -> Ack:
+        return self._write(key, lambda: self.graph.invalidate(key, ref))
+
+    def graph_entity_put(self, key: UserKey, entity: dict[str, Any]) -> Ack:
+        return self._write(key, lambda: self.graph.declare(key, entity))
+
+    def graph_delete(self, key: UserKey, fact_id: str) -> Ack:
+        return self._write(key, lambda: self.graph.delete(key, fact_id))
+
+    def diary_write(self, key: UserKey, entry: dict[str, Any]) -> Ack:
+        return self._write(key, lambda: self.graph.write_diary(key, entry))
+
+    def graph_query(self, key: UserKey, query: dict[str, Any]) -> dict[str, Any]:
+        return self.graph.query(key, query)
+
+    def graph_timeline(self, key: UserKey, query: dict[str, Any]) -> dict[str, Any]:
+        return self.graph.timeline(key, query)
+
+    def graph_neighbourhood(self, key: UserKey, query: dict[str, Any]) -> dict[str, Any]:
+        return self.graph.neighbourhood(key, query)
+
+    def graph_entity(self, key: UserKey, name: str) -> dict[str, Any] | None:
+        return self.graph.entity(key, name)
+
+    def diary_read(self, key: UserKey, query: dict[str, Any]) -> dict[str, Any]:
+        return self.graph.read_diary(key, query)
+
+    def graph_export_users(self, app: str) -> list[str]:
+        """The users of ``app`` this shard owns that have a graph or a diary, sorted (none when the app's memory
+        is off: an export is a read)."""
+        if not self.settings.policy(app).reads:
+            return []
+        return [u for u in self.archive.graph.users(app) if self.layout.owns(UserKey(app=app, user=u))]
+
+    def graph_export(self, key: UserKey) -> UserGraph:
+        """Everything of ``key``'s graph and diary (:mod:`memcore.graph_backup`; empty when the app's memory is
+        off)."""
+        if not self._reads(key):
+            return UserGraph()
+        return export_user(self.graph.kg.graph, self.graph.kg.diary, key)  # what the TTL expired left out
+
+    def graph_restore(self, key: UserKey, data: UserGraph) -> Ack:
+        """Write a backed-up graph of ``key`` as it is, in the user's FIFO (refused when the app's memory is off)."""
+        self._writable(key)
+        return self._write(key, lambda: restore_user(self.archive.graph, self.archive.diary, key, data))
 
     # --------------------------------------------------------------- backups
     @timed_write("restore")
     def restore(self, key: UserKey, entries: list[Any]) -> Ack:
-        """Write backed-up entries of ``key`` as they are (:meth:`MemoryService.restore`), in the user's FIFO."""
+        """Write backed-up entries of ``key`` as they are (:meth:`MemoryService.restore`), in the user's FIFO
+        (refused when the app's memory is off)."""
+        self._writable(key)
         for i, e in enumerate(entries):
             app, user = (e.app, e.user) if isinstance(e, Entry) else (e.get("app"), e.get("user"))
             if (app, user) != (key.app, key.user):
@@ -247,11 +340,17 @@ class ShardCore:
         return self._write(key, lambda: self.service.restore(entries))
 
     def export_users(self, app: str) -> list[str]:
-        """The users of ``app`` this shard owns (with at least one entry, tombstones count), sorted."""
+        """The users of ``app`` this shard owns (with at least one entry, tombstones count), sorted (none when
+        the app's memory is off: an export is a read)."""
+        if not self.settings.policy(app).reads:
+            return []
         return [u for u in self.service.users(app) if self.layout.owns(UserKey(app=app, user=u))]
 
     def export(self, key: UserKey) -> list[Entry]:
-        """Every entry of ``key``, tombstones included, ordered by id (a backup; no TTL refresh)."""
+        """Every entry of ``key``, tombstones included, ordered by id (a backup, Mem0's history; no TTL refresh;
+        none when the app's memory is off)."""
+        if not self._reads(key):
+            return []
         return self.service.export(key.app, user=key.user)
 
     # ----------------------------------------------------------- auto memory
@@ -269,7 +368,8 @@ class ShardCore:
             raise ValidationError(f"max_results must be 1..{MAX_RECALL_RESULTS}", field="max_results")
         if not self._reads(key):
             return []
-        return self.archive.events.search(key, query, exclude_session=session, limit=max_results)
+        since = self.service.expiry.alive_since(key.app, now_utc())  # older turns have expired
+        return self.archive.events.search(key, query, exclude_session=session, limit=max_results, since=since)
 
     # ---------------------------------------------------------------- reads
     def get(self, key: UserKey, entry_id: str) -> Entry:
@@ -310,17 +410,36 @@ class ShardCore:
         a Ray hop for less than model objects, and the ingress does not encode them again."""
         return _HITS_JSON.dump_json(self.search(key, options, query_vector), by_alias=True)
 
+    def search_facts(self, key: UserKey, query: str, max_tokens: int | None = None) -> dict[str, Any]:
+        """A search's ``include_facts`` part: the current facts of the entities ``query`` names within half of
+        the budget (``max_tokens``, else the app's), and the budget left for the hits (``max_tokens``)."""
+        policy = self.settings.policy(key.app)
+        if not policy.reads:
+            return {"facts": [], "max_tokens": max_tokens}
+        facts, left = facts_for_search(self.graph.kg, key, query, policy.default_budget(max_tokens),
+                                       self.service.token_count)
+        now = self.graph.kg.now()
+        return {"facts": [{**fact_json(f, now), "text": fact_line(f)} for f in facts], "max_tokens": left}
+
     def preload(
         self, key: UserKey, budget: int, message: str, mode: InjectionMode, playbook: str | None,
         topics: list[str] | None = None, topics_match: TopicsMatch = "any", max_tokens: int | None = None,
-        min_relevance: float | None = None,
+        min_relevance: float | None = None, include_facts: bool = False,
     ) -> PreloadResult:
+        """The preload block (:mod:`memcore.preload`); with ``include_facts`` the current facts of the entities
+        the message names follow the memories (their tokens taken from the budget first, at most half)."""
         policy = self.settings.policy(key.app)
+        limit = policy.default_budget(max_tokens)
+        facts: list[str] = []
+        if include_facts and policy.reads:
+            found, limit = facts_for_search(self.graph.kg, key, message, limit, self.service.token_count)
+            facts = [fact_line(f) for f in found]
         result = preload.preload(self.service, key, budget if policy.reads else 0, message, mode=mode,
                                  playbook=playbook, topics=topics, topics_match=topics_match,
-                                 max_tokens=policy.default_budget(max_tokens),
-                                 count=self.service.token_count, min_relevance=min_relevance)
+                                 max_tokens=limit, count=self.service.token_count, min_relevance=min_relevance)
         self.maintenance.touch(key, result.entries)
+        if facts:
+            result = result.model_copy(update={"text": preload.with_facts(result.text, facts)})
         return result
 
     def traced(self, carrier: dict[str, str] | None, method: str, *args: Any) -> Any:
@@ -356,11 +475,19 @@ class ShardCore:
 #: The shard's remote calls, split once (a test checks the split against :class:`ShardCore`):
 #: a read may be retried on a restarting actor; a write never is (an update is not idempotent).
 READS = frozenset({"status", "get", "read", "search", "search_json", "preload", "ping", "job", "recall",
-                   "embedder_info", "generation_info", "export", "export_users"})
+                   "embedder_info", "generation_info", "export", "export_users",
+                   "graph_query", "graph_timeline", "graph_neighbourhood", "graph_entity", "diary_read",
+                   "graph_export", "graph_export_users", "search_facts"})
 WRITES = frozenset({"add", "add_many", "backfill", "update", "delete", "clear", "forget", "compact", "tool",
                     "restore", "ingest", "drop_turns",
+                    "graph_add", "graph_invalidate", "graph_entity_put", "graph_delete", "diary_write", "graph_restore",
                     "begin_generation", "reextract_user", "switch_generation", "abort_generation",
                     "drop_generation"})
 LOCAL = frozenset({"close", "traced"})
 """Methods of the object itself, never called by name through a backend (``traced`` is the Ray
 backend's envelope around another method when tracing is on)."""
+
+UNGATED_WRITES = frozenset({"compact", "begin_generation", "switch_generation", "abort_generation",
+                            "drop_generation"})
+"""Writes that do not (only) pass the writes gate: they check the shard lease first (:mod:`actors.fencing`)."""
+fenced_calls(ShardCore, READS | WRITES, UNGATED_WRITES)  # a fenced incarnation refuses every call

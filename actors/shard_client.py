@@ -19,6 +19,8 @@ from actors.backend import ShardBackend, SyncShardBackend, unwrap
 from actors.extraction_queue import job_shard
 from memcore import records
 from memcore.app_policy import ToolMode
+from memcore.errors import NotFoundError
+from memcore.graph_backup import UserGraph
 from memcore.ids import shard_of
 from memcore.model import Entry, InjectionMode, PreloadResult, UserKey
 from memcore.ports import Vectors
@@ -78,6 +80,24 @@ class ShardClient:
         job, _ = await self._write(key, "ingest", session, events)
         return job
 
+    async def graph_add(self, key: UserKey, fact: dict[str, Any], supersede: bool = False) -> Written[dict[str, Any]]:
+        return await self._write(key, "graph_add", fact, supersede)
+
+    async def graph_invalidate(self, key: UserKey, ref: dict[str, Any]) -> Written[dict[str, Any]]:
+        return await self._write(key, "graph_invalidate", ref)
+
+    async def graph_entity_put(self, key: UserKey, entity: dict[str, Any]) -> Written[dict[str, Any]]:
+        return await self._write(key, "graph_entity_put", entity)
+
+    async def graph_delete(self, key: UserKey, fact_id: str) -> Written[dict[str, Any]]:
+        return await self._write(key, "graph_delete", fact_id)
+
+    async def diary_write(self, key: UserKey, entry: dict[str, Any]) -> Written[dict[str, Any]]:
+        return await self._write(key, "diary_write", entry)
+
+    async def graph_restore(self, key: UserKey, data: UserGraph) -> Written[int]:
+        return await self._write(key, "graph_restore", data)
+
     # ----------------------------------------------------------------- reads
     async def get(self, key: UserKey, entry_id: str) -> Entry:
         return await self.backend.call(key, "get", entry_id)
@@ -97,13 +117,37 @@ class ShardClient:
     async def preload(self, key: UserKey, budget: int, message: str, mode: InjectionMode,
                       playbook: str | None, topics: list[str] | None = None,
                       topics_match: TopicsMatch = "any", max_tokens: int | None = None,
-                      min_relevance: float | None = None) -> PreloadResult:
+                      min_relevance: float | None = None, include_facts: bool = False) -> PreloadResult:
         return await self.backend.call(key, "preload", budget, message, mode, playbook, topics, topics_match,
-                                       max_tokens, min_relevance)
+                                       max_tokens, min_relevance, include_facts)
 
     async def recall(self, key: UserKey, query: str, session: str | None = None,
                      max_results: int = 10) -> list[RecallHit]:
         return await self.backend.call(key, "recall", query, session, max_results)
+
+    async def search_facts(self, key: UserKey, query: str, max_tokens: int | None = None) -> dict[str, Any]:
+        return await self.backend.call(key, "search_facts", query, max_tokens)
+
+    async def graph_query(self, key: UserKey, query: dict[str, Any]) -> dict[str, Any]:
+        return await self.backend.call(key, "graph_query", query)
+
+    async def graph_timeline(self, key: UserKey, query: dict[str, Any]) -> dict[str, Any]:
+        return await self.backend.call(key, "graph_timeline", query)
+
+    async def graph_neighbourhood(self, key: UserKey, query: dict[str, Any]) -> dict[str, Any]:
+        return await self.backend.call(key, "graph_neighbourhood", query)
+
+    async def graph_entity(self, key: UserKey, name: str) -> dict[str, Any] | None:
+        return await self.backend.call(key, "graph_entity", name)
+
+    async def diary_read(self, key: UserKey, query: dict[str, Any]) -> dict[str, Any]:
+        return await self.backend.call(key, "diary_read", query)
+
+    async def graph_export(self, key: UserKey) -> UserGraph:
+        return await self.backend.call(key, "graph_export")
+
+    async def graph_export_users(self, shard: int, app: str) -> list[str]:
+        return await self.backend.call_shard(shard, "graph_export_users", app)
 
     async def export(self, key: UserKey) -> list[Entry]:
         return await self.backend.call(key, "export")
@@ -113,6 +157,21 @@ class ShardClient:
 
     async def job(self, shard: int, job_id: str) -> JobRecord:
         return await self.backend.call_shard(shard, "job", job_id)
+
+    async def find_job(self, job_id: str) -> JobRecord:
+        """The job ``job_id`` names: asked of the shard its id carries, then of the others (a job recorded before
+        ``memctl reshard`` moved its user keeps its id, which names the old shard);
+        :class:`memcore.errors.NotFoundError` when no shard has it or the id is malformed."""
+        shard = job_shard(job_id)
+        count = self.backend.settings.shards
+        if shard is None:
+            raise NotFoundError(f"job {job_id!r} not found", field="job_id")
+        for k in ([shard] if shard < count else []) + [k for k in range(count) if k != shard]:
+            try:
+                return await self.job(k, job_id)
+            except NotFoundError:
+                continue
+        raise NotFoundError(f"job {job_id!r} not found", field="job_id")
 
     async def wait_job(self, job: JobRecord, timeout_s: float) -> JobRecord:
         """Poll the job's shard until ``job`` is finished or ``timeout_s`` passed (:func:`memcore.records.wait_job`);

@@ -17,6 +17,7 @@ from typing import Any
 from actors import erasure
 from actors.context import ShardContext, ShardPart
 from actors.generations import Generations
+from actors.shard_graph import graph_of, turn_refs
 from memcore.model import UserKey
 from memcore.records import Turn
 from memcore.service import MemoryService
@@ -29,15 +30,18 @@ class ShardErasure(ShardPart):
         super().__init__(ctx)
         self.generations = generations
         self.marker = ctx.layout.compact_marker
+        self.graph = graph_of(ctx)
 
     def _hard(self, hard: bool | None) -> bool:
         return (not self.served.get().config.soft_delete) if hard is None else hard
 
-    def _sources(self, key: UserKey, gone: set[Turn], hard: bool) -> int:
-        """Hide (soft) or remove (hard) these archived turns and the staged entries made of them."""
+    def _sources(self, key: UserKey, gone: set[Turn], hard: bool, memories: set[str] | None = None) -> int:
+        """Hide (soft) or remove (hard) these archived turns and the staged entries made of them; a hard
+        deletion also removes the graph facts whose only sources were these turns and ``memories``."""
         changed = erasure.drop(self.archive, key, gone, hard=hard)
         self.generations.note_gone(key, gone)
         if hard:
+            self.graph.drop_sources(key, memories or set(), turn_refs(gone))
             self.marker.touch()
         return changed
 
@@ -53,7 +57,7 @@ class ShardErasure(ShardPart):
             for other in others:
                 erasure.retire_ids(other, key, [entry_id], hard=hard)
                 erasure.prune_derived(other, key, gone, self.archive)
-        return {"entries": 1, "events": self._sources(key, gone, hard)}
+        return {"entries": 1, "events": self._sources(key, gone, hard, {entry_id})}
 
     def clear(self, key: UserKey, hard: bool | None, purge_sources: bool = False) -> dict[str, int]:
         """Clear ``key``: the turns the cleared entries came from go too; with ``purge_sources`` every
@@ -70,7 +74,7 @@ class ShardErasure(ShardPart):
             for other in others:
                 other.clear(key, hard=hard)
                 erasure.prune_derived(other, key, gone, self.archive)
-        return {"entries": cleared, "events": self._sources(key, gone, hard)}
+        return {"entries": cleared, "events": self._sources(key, gone, hard, {e.id for e in removed})}
 
     def drop_turns(self, key: UserKey, session: str, event_ids: list[str] | None) -> dict[str, Any]:
         """Remove (hard) ``session``'s archived turns, the given ones or all of them, and every entry (in
@@ -88,6 +92,7 @@ class ShardErasure(ShardPart):
             for other in others:
                 erasure.retire_ids(other, key, self._sourceless(other, key, dropping), hard=True)
         removed = self.archive.events.remove(key, dropping)
+        self.graph.drop_sources(key, set(doomed), turn_refs(dropping))
         self.generations.note_gone(key, dropping)
         if removed or doomed:
             self.marker.touch()
@@ -117,7 +122,8 @@ class ShardErasure(ShardPart):
         self.marker.touch()
         return {"app": key.app, "user": key.user, "entries": entries, "other_generation_entries": elsewhere,
                 "events": rows["events"], "sessions": rows["sessions"], "jobs": rows["jobs"],
-                "access_records": rows["access"]}
+                "access_records": rows["access"], "facts": rows.get("graph_facts", 0),
+                "diary_entries": rows.get("diary", 0)}
 
     def compact(self) -> dict[str, Any]:
         """Rewrite the shard's stores and archive without deleted data (see the module doc)."""

@@ -138,9 +138,11 @@ def job_event(job: Any, shard: int, duration_s: float | None = None) -> None:
                     **labels)
     if duration_s is not None:
         telemetry.observe("memcluster_job_duration_ms", duration_s * 1e3, status=job.status, **labels)
-    for op in job.results if job.status == "done" else ():
+    for op in job.results if job.status in ("done", "partial") else ():
         if op.status == "applied" and op.action in tracing.WRITE_SPANS:
             telemetry.count("memcluster_writes_total", 1.0, op=str(op.action), source="extraction", **labels)
+        elif op.status == "failed":
+            telemetry.count("memcluster_operations_failed_total", 1.0, op=str(op.type), **labels)
     if job.finished:
         telemetry.log_event("job", job_id=job.job_id, app=job.app, shard=shard, status=job.status,
                             reason=telemetry.reason_label(job.reason_code), counts=dict(job.counts),

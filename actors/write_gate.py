@@ -1,12 +1,14 @@
 """The shard's writes gate: every write takes its user's turn (:class:`actors.queues.UserQueues`),
 then passes the gate, which a generation switch closes (:meth:`WriteGate.frozen`) until no write is
 under way; while any write is, the keyword-index dirty mark exists (a shard that dies mid-write
-rebuilds its keyword index on start)."""
+rebuilds its keyword index on start). Past the gate, the shard's lease is checked
+(:meth:`memcore.ports.ShardLease.check`): a write of an incarnation replaced since is refused before it
+touches the vector store or the keyword index (:mod:`actors.fencing`)."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -15,8 +17,8 @@ from memcore.model import UserKey
 
 
 class WriteGate:
-    def __init__(self, queues: UserQueues, dirty: Path) -> None:
-        self._queues, self._dirty = queues, dirty
+    def __init__(self, queues: UserQueues, dirty: Path, check: Callable[[], None] | None = None) -> None:
+        self._queues, self._dirty, self._check = queues, dirty, check
         self._writers = 0
         self._frozen = False
         self._cond = threading.Condition()
@@ -33,6 +35,8 @@ class WriteGate:
                 if self._writers == 1:
                     self._dirty.touch()
             try:
+                if self._check is not None:
+                    self._check()
                 yield seq
             finally:
                 with self._cond:

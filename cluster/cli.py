@@ -13,6 +13,7 @@
   memctl mcp --app APP --user USER [--url URL]                      (stdio MCP server; key: MEMCLUSTER_API_KEY)
   memctl forget --app APP --user USER [--url URL] [--api-key KEY]    erase a user (then `memctl compact`)
   memctl compact [--url URL] [--api-key KEY]                         compact the stores (deleted text leaves disk)
+  memctl reshard --shards M [--data-dir DIR] [--config ...] [--settings FILE]   change the shard count (offline)
 
 ``up`` starts a local Ray head on loopback, deploys the Serve apps of the config with embedded
 defaults, waits until ``/readyz`` answers and prints the base URL. ``down`` stops what ``up``
@@ -38,6 +39,8 @@ import httpx
 from cluster import deploy, ray_auth, ray_head, serve_teardown
 from cluster.backup import URL_HELP
 from cluster.status_summary import summarize
+from memcore.data_root import check_shard_count
+from memcore.errors import MemoryServiceError
 from memcore.settings import Settings
 from memcore.vocabulary import DEFAULT_PORT
 
@@ -81,6 +84,11 @@ def cmd_up(args: argparse.Namespace) -> int:
     if running is not None:
         print(f"memcluster is already running at {running}: `memctl down` stops it")
         return 0
+    try:
+        check_shard_count(settings)  # before Ray starts: the data directory's N (memctl reshard changes it)
+    except MemoryServiceError as exc:
+        print(f"memctl up: {exc.message}", file=sys.stderr)
+        return 1
     if deploy.port_in_use(plan.host, plan.port):
         print(f"port {plan.port} on {plan.host} is already in use: stop what listens there or choose another "
               "with --port", file=sys.stderr)
@@ -293,6 +301,9 @@ def parser() -> argparse.ArgumentParser:
     from cluster import erasure_cli  # forget, compact
 
     erasure_cli.add_parsers(sub, _state)
+    from cluster import reshard_cli  # reshard (offline)
+
+    reshard_cli.add_parsers(sub, _state, DEFAULT_CONFIG)
     return p
 
 

@@ -7,8 +7,8 @@ or their own (``RAY_TMPDIR``, ``--temp-dir``). ``ray stop`` stops them all, and 
 ``/tmp/ray``" may be any of them, so memctl never uses either. Every process of the head it starts
 inherits :data:`TAG_VAR` (raylet, GCS, workers, agents, the Ray client server, and what they start);
 memctl records the tag, the GCS address, the session dir Ray chose and the head's PIDs in its state
-file, and :func:`stop` signals the processes that carry the tag or name that session dir, plus their
-descendants. Nothing here imports Ray: it works the same when the head is already dead.
+file, and :func:`stop` signals the processes that carry the tag, name that session dir or hold a file
+open under it, plus their descendants. Nothing here imports Ray: it works the same when the head is already dead.
 """
 
 from __future__ import annotations
@@ -155,8 +155,11 @@ def stop(head: Head) -> int:
 
 
 def processes(head: Head) -> list[int]:
-    """Processes whose environment carries the head's tag or whose command line names its session dir,
-    plus all their descendants (Ray renames its workers and agents, e.g. ``ray::ShardCore``)."""
+    """Processes whose environment carries the head's tag, whose command line names its session dir or that
+    hold a file open under it (its log files), plus all their descendants. Ray renames its workers and agents
+    (``ray::ShardCore``, ``ray::DashboardAgent``): the new title may overwrite the start of the environment
+    block as ``/proc`` shows it, the tag with it, and an agent whose raylet was killed has no tagged parent
+    left; its open log files still name the session."""
     marker = f"{TAG_VAR}={head.tag}".encode()
     session = head.session_dir.encode() if head.session_dir else None
     parent: dict[int, int] = {}
@@ -169,6 +172,8 @@ def processes(head: Head) -> list[int]:
                 matched.add(pid)
             elif marker in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
                 matched.add(pid)
+            elif session is not None and _holds(pid, session.decode()):
+                matched.add(pid)
         except (OSError, IndexError, ValueError):
             continue
     grew = True
@@ -178,6 +183,22 @@ def processes(head: Head) -> list[int]:
         grew = bool(kids)
     matched.discard(os.getpid())
     return sorted(p for p in matched if _alive(p))
+
+
+def _holds(pid: int, session_dir: str) -> bool:
+    """True when ``pid`` has a file open under the session dir (one it may not read: False)."""
+    prefix = session_dir.rstrip("/") + "/"
+    try:
+        fds = list(Path(f"/proc/{pid}/fd").iterdir())
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            if os.readlink(fd).startswith(prefix):
+                return True
+        except OSError:
+            continue
+    return False
 
 
 def _names(cmdline: bytes, session_dir: bytes) -> bool:

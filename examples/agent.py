@@ -157,6 +157,10 @@ class MemoryAgent:
         counts = job.data.get("counts", {})
         if job.status == "done":
             self.out(f"(memory: extraction done, {counts.get('applied', 0)} applied)")
+        elif job.status == "partial":
+            failed = "; ".join(f"{op.get('type')}: {op.get('error')}" for op in job.failed_operations)
+            self.out(f"(memory: extraction partial, {counts.get('applied', 0)} applied, "
+                     f"{counts.get('failed', len(job.failed_operations))} failed: {failed})")
         elif job.status == "skipped":
             return
         else:

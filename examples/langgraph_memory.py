@@ -3,7 +3,9 @@
 One node: it searches the user's memories (``store.search``) for the latest message, puts them in the
 system prompt, calls any OpenAI-compatible chat model with a ``remember`` tool and, when the model
 calls it, stores the fact (``store.put``). The conversation itself lives in LangGraph's checkpointer
-(one ``thread_id`` per session); the memories outlive the thread::
+(one ``thread_id`` per session); the memories outlive the thread. Memory never blocks the model
+(:mod:`memclient.guard`): with memcluster down the node answers without memories and the fact is
+not stored, each with a warning::
 
     OPENAI_BASE_URL=http://127.0.0.1:8001/v1 OPENAI_MODEL=qwen MEMCLUSTER_URL=http://127.0.0.1:8000 \\
         python examples/langgraph_memory.py alice "I am allergic to peanuts"
@@ -22,13 +24,21 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
-from langgraph.store.base import BaseStore
+from langgraph.store.base import BaseStore, SearchItem
 
+from memclient.guard import read_or_sync, safe_tool
 from memclient.integrations.langgraph import MemclusterStore
 
 REMEMBER = {"type": "function", "function": {
     "name": "remember", "description": "Save a lasting fact about the user (one self-contained statement).",
     "parameters": {"type": "object", "properties": {"memory": {"type": "string"}}, "required": ["memory"]}}}
+
+
+@safe_tool
+def remember(store: BaseStore, namespace: tuple[str, ...], memory: str) -> str:
+    """Store one fact of the user (a memory failure is returned, not raised)."""
+    store.put(namespace, uuid.uuid4().hex, {"text": memory})
+    return "stored"
 
 
 class Context(TypedDict):
@@ -46,7 +56,9 @@ def build_graph(store: BaseStore, llm: openai.OpenAI, model: str) -> CompiledSta
         assert runtime.store is not None
         namespace = (runtime.context["user_id"], "memories")
         question = str(state["messages"][-1].content)
-        found = runtime.store.search(namespace, query=question, limit=5)
+        store = runtime.store
+        nothing: list[SearchItem] = []
+        found = read_or_sync("langgraph memories", lambda: store.search(namespace, query=question, limit=5), nothing)
         memories = "\n".join(f"- {item.value['text']}" for item in found) or "(none)"
         system = f"You are a helpful assistant. What you know about the user:\n{memories}"
         history = [{"role": _role(m), "content": str(m.content)} for m in state["messages"]]
@@ -56,7 +68,7 @@ def build_graph(store: BaseStore, llm: openai.OpenAI, model: str) -> CompiledSta
         for call in message.tool_calls or []:
             fn = getattr(call, "function", None)
             if fn is not None and fn.name == "remember":
-                runtime.store.put(namespace, uuid.uuid4().hex, {"text": json.loads(fn.arguments)["memory"]})
+                remember(store, namespace, json.loads(fn.arguments)["memory"])
         return {"messages": [{"role": "assistant", "content": message.content or "Noted."}]}
 
     builder = StateGraph(MessagesState, context_schema=Context)

@@ -34,7 +34,8 @@ from memcore import factory, layout
 from memcore.model import UserKey
 from memcore.settings import ExtractorSettings, Settings
 
-COUNTS = ("sessions", "events", "operations", "applied", "skipped", "failed", "rejected")
+COUNTS = ("sessions", "events", "operations", "applied", "skipped", "failed", "rejected", "facts")
+"""What each user's replay reports (``facts``: fact operations proposed, held until the switch)."""
 
 
 @dataclass
@@ -54,6 +55,8 @@ class ReextractSummary:
     users: int = 0
     copied: int = 0
     caught_up: int = 0
+    facts_applied: int = 0
+    """Fact operations the replays proposed that changed the graph at the switch (the rest were known already)."""
     counts: dict[str, int] = field(default_factory=dict)
     switched: bool = False
     alias: str | None = None
@@ -72,6 +75,7 @@ class ReextractSummary:
         return (f"reextract: {state}; {self.users} users, {c.get('sessions', 0)} sessions, {c.get('events', 0)} "
                 f"turns, {c.get('applied', 0)} operations applied ({c.get('skipped', 0)} skipped, "
                 f"{c.get('failed', 0)} failed), {self.copied} entries carried over (+{self.caught_up} at the switch),"
+                f" {self.facts_applied} of {c.get('facts', 0)} fact operations applied at the switch,"
                 f" {self.wall_s:.1f} s" + (f"; error: {self.error}" if self.error else ""))
 
 
@@ -153,6 +157,7 @@ def run_reextract(settings: Settings, options: ReextractOptions | None = None, *
             result = shards.switch_generation(k, gen)
             switched.append(k)
             summary.caught_up += int(result["caught_up"])
+            summary.facts_applied += int(result.get("facts_applied", 0))
         summary.switched = True
     except Exception as exc:  # noqa: BLE001 - rolled back below, reported in the summary
         summary.error = f"{type(exc).__name__}: {str(exc)[:2000]}"

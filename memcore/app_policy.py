@@ -12,7 +12,17 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from memcore.errors import PermissionDeniedError, ValidationError
-from memcore.vocabulary import ADD, ALL_TOOLS, DELETE, LOAD, MAX_TOKENS_LIMIT, SEARCH, UPDATE
+from memcore.vocabulary import (
+    ADD,
+    AGENT_TOOLS,
+    DELETE,
+    GRAPH_READ_TOOLS,
+    LOAD,
+    MAX_TOKENS_LIMIT,
+    RECALL,
+    SEARCH,
+    UPDATE,
+)
 
 
 class ToolMode(StrEnum):
@@ -34,6 +44,9 @@ class ToolPolicy(BaseModel):
     Auto mode: the extractor may add/update/delete; search is enabled and exposed; load and clear
     are disabled; add/update/delete are enabled but hidden unless listed in ``auto_exposed``
     (enabled ≠ exposed). Load becomes exposed once enabled.
+    The graph and diary tools (:data:`memcore.vocabulary.GRAPH_TOOLS`) are off in both modes until
+    ``enabled`` turns them on; once on, Agentic mode exposes them all, Auto mode the reading ones
+    (:data:`memcore.vocabulary.GRAPH_READ_TOOLS`) and those in ``auto_exposed``.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -44,7 +57,7 @@ class ToolPolicy(BaseModel):
     def enabled_tools(self, mode: ToolMode) -> set[str]:
         names = set(_DEFAULT_ENABLED[mode])
         for name, on in self.enabled.items():
-            if name not in ALL_TOOLS:
+            if name not in AGENT_TOOLS:
                 raise ValidationError(f"unknown tool {name!r}", field="tools.enabled")
             (names.add if on else names.discard)(name)
         return names
@@ -54,8 +67,9 @@ class ToolPolicy(BaseModel):
         if mode is ToolMode.AGENTIC:
             shown = enabled
         else:
-            shown = {n for n in (SEARCH, LOAD) if n in enabled} | {n for n in self.auto_exposed if n in enabled}
-        return [n for n in ALL_TOOLS if n in shown]
+            shown = ({n for n in (SEARCH, LOAD, *GRAPH_READ_TOOLS) if n in enabled}
+                     | {n for n in self.auto_exposed if n in enabled})
+        return [n for n in AGENT_TOOLS if n in shown]
 
 
 MemorySwitch = Literal["on", "archive_only", "off"]
@@ -66,12 +80,12 @@ class AppPolicy(BaseModel):
     """What one app may do with memory, decided by the deployment (never by the caller).
 
     - ``memory``: ``on``; ``archive_only`` (ingest archives the turns for recall, nothing is
-      extracted); ``off`` (ingest answers ``skipped`` and stores nothing, reads answer empty, writes
-      are refused; erasure still works).
+      extracted); ``off`` (ingest answers ``skipped`` and stores nothing, reads answer empty, export
+      included, writes are refused, imports and tool calls included; erasure still works).
     - ``extractor``: ``configured`` (the ``extractor`` section: the LLM when a model is configured,
       else verbatim) or ``verbatim`` (this app never sends its users' turns to a model).
     - ``tool_mode``: ``agentic`` or ``auto``; unset: ``auto`` when this app's extractor is an LLM,
-      else ``agentic`` (seeds 000/001).
+      else ``agentic`` (the tRPC-Agent-Go memory service's rule).
     - ``tools``: the enabled/exposed switches (default: the top-level ``tools`` section). Agents see
       and run the exposed tools of the mode only; the extractor uses the enabled ones.
     """
@@ -112,13 +126,20 @@ class ResolvedPolicy(BaseModel):
     # The questions every part asks of an app's policy, answered here only.
     @property
     def reads(self) -> bool:
-        """Reads (get, read, search, preload, recall) see this app's memory (``off``: they answer empty)."""
+        """Reads (get, read, search, preload, recall, export, Mem0 history) see this app's memory (``off``: they
+        answer empty)."""
         return self.memory != "off"
 
     @property
     def writes(self) -> bool:
         """Writes of this app are accepted (``off``: refused; deletes and erasure always work)."""
         return self.memory != "off"
+
+    def check_writes(self) -> None:
+        """A write of an app whose memory is off (an add, update, tool write, import, backfill) is refused:
+        PermissionDeniedError naming ``app``. Deletes and erasure never ask."""
+        if not self.writes:
+            raise PermissionDeniedError(f"memory is off for app {self.app!r} (memory.apps setting)", field="app")
 
     @property
     def archives(self) -> bool:
@@ -148,3 +169,8 @@ class ResolvedPolicy(BaseModel):
     def exposed_tools(self) -> list[str]:
         """What agents of this app see and may run: the exposed tools of its mode (none when memory is off)."""
         return self.tools.exposed_tools(self.tool_mode) if self.reads else []
+
+    def offered_tools(self) -> list[str]:
+        """What an MCP client of this app is offered (``tools/list``, and the only names ``tools/call`` runs):
+        the exposed tools, then :data:`memcore.vocabulary.RECALL`; none when memory is off."""
+        return [*self.exposed_tools(), RECALL] if self.reads else []

@@ -11,7 +11,8 @@
   name a point of another app or user in a shared store.
 
 :func:`parse_jsonl` validates a whole file before anything is written and raises
-:class:`ValidationError` naming the line (``lines.<n>.<field>``) of the first bad one.
+:class:`ValidationError` naming the line (``lines.<n>.<field>``) of the first bad one (a line is parsed
+within the bounds of :mod:`memcore.jsontext`: nesting depth, number length).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any
 import pydantic
 from pydantic import ConfigDict, field_validator, model_validator
 
+from memcore import jsontext
 from memcore.errors import ValidationError
 from memcore.fields import AppId, UserId, utc
 from memcore.ids import memory_id
@@ -112,11 +114,9 @@ def parse_line(raw: bytes | str, lineno: int, app: str | None = None) -> Entry:
     except UnicodeDecodeError as exc:
         raise _line_error(lineno, f"not valid UTF-8 ({exc.reason} at byte {exc.start})") from None
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise _line_error(lineno, f"malformed JSON: {exc.msg} (at column {exc.colno})") from None
-    except RecursionError:
-        raise _line_error(lineno, "malformed JSON: nesting too deep") from None
+        data = jsontext.loads(text)
+    except jsontext.JSONTextError as exc:
+        raise _line_error(lineno, str(exc)) from None
     if not isinstance(data, dict):
         raise _line_error(lineno, "each line must be a JSON object (one entry)")
     if app is not None and "app" in data and data["app"] != app:

@@ -9,6 +9,8 @@
     ├── ConflictError                 update would rotate onto an active id -> HTTP 409
     ├── PermissionDeniedError         disabled tool, wrong app key    -> HTTP 403
     ├── StoreError                    a store or embedder failed      -> HTTP 503 (retry)
+    │   ├── ArchiveUnavailableError   the archive's database is unreachable or its pool is full -> 503
+    │   └── FencedError               a newer incarnation of this shard holds its lease -> 503
     └── ExtractorError                the extraction model failed     -> HTTP 502 (retry later)
 
 The base is called ``MemoryServiceError``, not ``MemoryError``, to avoid shadowing Python's built-in.
@@ -70,6 +72,18 @@ class StoreError(MemoryServiceError):
     """A backing store or embedder failed; the caller may retry."""
 
     status_code = 503
+
+
+class ArchiveUnavailableError(StoreError):
+    """The event archive's database cannot be reached (down, restarting, refusing connections) or no
+    connection of its pool came free within the pool timeout; nothing was written, the caller may retry."""
+
+
+class FencedError(StoreError):
+    """This shard incarnation lost its lease: another incarnation of the same shard number started since
+    and took the lease with a higher epoch (a paused or partitioned old actor woke up after Ray started a
+    new one). Nothing of the refused call was written; this incarnation refuses every later call, and
+    the caller's retry reaches the incarnation that holds the lease."""
 
 
 class ExtractorError(MemoryServiceError):

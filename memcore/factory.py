@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from memcore.errors import ValidationError
+from memcore.expiry import Expiry, LastRead
 from memcore.layout import ShardLayout, collection_generation
 from memcore.ports import Embedder, EventArchive, KeywordIndex, VectorStore
 from memcore.service import MemoryService
@@ -114,12 +115,14 @@ def build_vector_store(layout: ShardLayout, dim: int, generation: int = 1) -> Ve
             dim=dim,
             layout=vs.collection_layout(),
         )
-    from memcore.stores.qdrant_edge import QdrantEdgeStore, recover_compaction
+    from memcore.stores.edge_tiers import TieredEdgeStore
+    from memcore.stores.qdrant_edge import recover_compaction
 
     path = layout.vectors_dir(generation)
     recover_compaction(path)
     path.mkdir(parents=True, exist_ok=True)
-    return QdrantEdgeStore(path, dim, shard=layout.shard)
+    return TieredEdgeStore(path, dim, shard=layout.shard, min_entries=vs.dedicated_min_entries,
+                           rebuild_growth=vs.dedicated_rebuild_growth)
 
 
 def build_keyword_index(layout: ShardLayout, generation: int = 1, *, fresh: bool = False) -> KeywordIndex:
@@ -138,7 +141,11 @@ def build_keyword_index(layout: ShardLayout, generation: int = 1, *, fresh: bool
     return TantivyIndex(path, commit_interval_s=layout.settings.keywords.commit_interval_s, shard=layout.shard)
 
 
-def build_service(layout: ShardLayout, embedder: Embedder | None = None, *, generation: int = 1) -> MemoryService:
+def build_service(
+    layout: ShardLayout, embedder: Embedder | None = None, *, generation: int = 1, last_read: LastRead | None = None
+) -> MemoryService:
+    """The generation's service; ``last_read``: the archive's record of reads, which extend an entry's life
+    under ``ttl.refresh_on_access`` (:class:`memcore.expiry.Expiry`)."""
     settings = layout.settings
     emb = embedder if embedder is not None else build_embedder(settings.embedder)
     vectors = build_vector_store(layout, emb.dim, generation)
@@ -147,11 +154,24 @@ def build_service(layout: ShardLayout, embedder: Embedder | None = None, *, gene
     except BaseException:
         vectors.close()
         raise
-    return MemoryService(vectors, keywords, emb, settings.service)
+    return MemoryService(vectors, keywords, emb, settings.service, expiry=Expiry(settings.ttl, last_read))
 
 
 def build_archive(layout: ShardLayout) -> EventArchive:
-    """The shard's event archive (SQLite files in the shard directory)."""
+    """The shard's event archive: SQLite files in the shard directory (``archive.backend: sqlite``), or the
+    PostgreSQL database every shard shares (``postgres``; the shard serves the users routed to it)."""
+    cfg = layout.settings.archive
+    if cfg.backend == "postgres":
+        if cfg.dsn is None or not cfg.dsn.get_secret_value().strip():
+            raise ValidationError("archive.dsn is required for the postgres archive (MEMCLUSTER_ARCHIVE__DSN)",
+                                  field="archive.dsn")
+        from memcore.stores.postgres_archive import Owner, PostgresArchive
+
+        return PostgresArchive(cfg.dsn.get_secret_value(), schema=cfg.db_schema,
+                               owner=Owner(layout.shard, layout.settings.shards), pool_min=cfg.pool_min,
+                               pool_size=cfg.pool_size, pool_timeout_s=cfg.pool_timeout_s,
+                               connect_timeout_s=cfg.connect_timeout_s,
+                               statement_timeout_s=cfg.statement_timeout_s)
     from memcore.stores.sqlite_archive import SqliteArchive
 
     return SqliteArchive(layout.archive_path, layout.sequence_path)

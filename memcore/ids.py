@@ -39,12 +39,18 @@ def memory_id(key: UserKey, memory: Memory) -> str:
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
+def route_hash(key: UserKey) -> int:
+    """The 64-bit number (0 <= n < 2**64) :func:`shard_of` takes modulo the shard count; an archive shared by
+    every shard stores it with each row, so a shard selects its users in the database."""
+    digest = hashlib.blake2b(f"{key.app}\x00{key.user}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big")
+
+
 def shard_of(key: UserKey, shards: int) -> int:
     """Stable shard of (app, user) in ``range(shards)``; the same in every process."""
     if shards < 1:
         raise ValueError("shards must be at least 1")
-    digest = hashlib.blake2b(f"{key.app}\x00{key.user}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big") % shards
+    return route_hash(key) % shards
 
 
 def point_id(entry_id: str) -> str:

@@ -107,6 +107,19 @@ def render(entries: Sequence[Entry], playbook: str | None = None) -> str:
     return "\n".join([*head, *(line(e) for e in entries), foot])
 
 
+FACTS_OPEN, FACTS_CLOSE = "<facts>", "</facts>"
+
+
+def with_facts(text: str, lines: Sequence[str]) -> str:
+    """The memory block ``text`` followed by the knowledge-graph facts block (one ``- `` line each); ``text``
+    unchanged when there is no fact."""
+    if not lines:
+        return text
+    block = "\n".join(["Current facts about what the user mentioned:", FACTS_OPEN, *(f"- {x}" for x in lines),
+                       FACTS_CLOSE])
+    return f"{text}\n\n{block}" if text else block
+
+
 def _frame(playbook: str | None) -> tuple[list[str], str]:
     return [playbook if playbook else DEFAULT_PLAYBOOK, "", "<memories>"], "</memories>"
 

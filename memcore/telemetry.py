@@ -70,11 +70,16 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
     _m("vector_flush_ms", "histogram", "Vector-store flush latency (ms): the embedded Qdrant Edge shard's flush "
        "after each write batch and optimize. A Qdrant server applies each write with wait=True and has no "
        "separate flush, so the server backend records none.", "shard", "engine"),
+    _m("vector_tier_build_ms", "histogram", "Build of a large user's dedicated vector store with its HNSW "
+       "index, off the shard's process (memcore.stores.edge_tiers): export, build and switch (ms).", "shard",
+       buckets=(100, 500, 1000, 5000, 10000, 30000, 60000, 300000, 900000, 3600000)),
     _m("keyword_commit_ms", "histogram", "Keyword-index (Tantivy) commit and searcher reload latency (ms): per "
        "write, or per background commit when commits are deferred.", "shard"),
     # extraction (actors.extraction_queue)
-    _m("jobs_total", "counter", "Extraction jobs by status (queued, running, done, failed, skipped) and "
-       "reason class.", "app", "shard", "status", "reason"),
+    _m("jobs_total", "counter", "Extraction jobs by status (queued, running, done, partial, failed, skipped) "
+       "and reason class.", "app", "shard", "status", "reason"),
+    _m("operations_failed_total", "counter", "Extracted operations that failed to apply, by proposed op (add, "
+       "update, delete, clear); their job is partial (its other operations applied).", "app", "shard", "op"),
     _m("job_duration_ms", "histogram", "Extraction job duration, start to finish (ms).", "app", "shard", "status"),
     _m("extractor_call_duration_ms", "histogram", "Extractor (model) call latency (ms).", "app", "shard"),
     _m("extractor_errors_total", "counter", "Extractor call errors by kind: timeout, bad_tool_call, http, other.",

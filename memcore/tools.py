@@ -1,4 +1,5 @@
-"""The six memory tools: JSON schemas and execution against a service; and the archive tool
+"""The six memory tools: JSON schemas and execution against a service; the graph and diary tools
+(:mod:`memcore.graph_tools`, run against a :class:`memcore.knowledge.KnowledgeGraph`); and the archive tool
 :data:`memcore.vocabulary.RECALL` (its schema and its arguments' validation, :func:`recall_args`).
 
 Which tools are enabled and exposed per mode is the ``tools`` settings section
@@ -15,17 +16,21 @@ from typing import Any, Protocol
 import jsonschema
 
 from memcore import tracing
-from memcore.app_policy import ToolMode, ToolPolicy
+from memcore.app_policy import ResolvedPolicy, ToolMode, ToolPolicy
 from memcore.errors import PermissionDeniedError, ValidationError
+from memcore.graph_tools import GRAPH_SCHEMAS
+from memcore.graph_tools import run as run_graph_tool
+from memcore.knowledge import KnowledgeGraph
 from memcore.model import Entry, Kind, Memory, MemoryPatch, UserKey
 from memcore.relevance import DEFAULT_FLOOR, MAX_RELEVANCE, MIN_RELEVANCE
 from memcore.search_model import SearchHit, SearchOptions
 from memcore.validation import check_session, validate
 from memcore.vocabulary import (
     ADD,
-    ALL_TOOLS,
+    AGENT_TOOLS,
     CLEAR,
     DELETE,
+    GRAPH_TOOLS,
     LOAD,
     MAX_RECALL_RESULTS,
     MAX_TOKENS_LIMIT,
@@ -89,17 +94,22 @@ RECALL_SCHEMA: dict[str, Any] = {
                    "max_results": {"type": "integer", "minimum": 1, "maximum": MAX_RECALL_RESULTS}},
     "required": ["query"],
 }
-_SPECS: dict[str, dict[str, Any]] = {**SCHEMAS, RECALL: RECALL_SCHEMA}
+_SPECS: dict[str, dict[str, Any]] = {**SCHEMAS, **GRAPH_SCHEMAS, RECALL: RECALL_SCHEMA}
 
 
 def openai_schema(name: str) -> dict[str, Any]:
-    """The OpenAI function schema of a memory tool or of :data:`RECALL`."""
+    """The OpenAI function schema of a memory tool, a graph tool or :data:`RECALL`."""
     spec = _SPECS[name]
     return function_schema(name, spec["description"], spec["properties"], spec["required"])
 
 
 def exposed_schemas(policy: ToolPolicy, mode: ToolMode) -> list[dict[str, Any]]:
     return [openai_schema(n) for n in policy.exposed_tools(mode)]
+
+
+def offered_schemas(policy: ResolvedPolicy) -> list[dict[str, Any]]:
+    """The schemas of what an MCP client of the app is offered (:meth:`ResolvedPolicy.offered_tools`)."""
+    return [openai_schema(n) for n in policy.offered_tools()]
 
 
 @cache
@@ -240,16 +250,23 @@ def _iso(t: datetime | str | None) -> str | None:
 
 
 def execute(
-    backend: ToolBackend, key: UserKey, name: str, arguments: Mapping[str, Any], *, enabled: Sequence[str]
+    backend: ToolBackend, key: UserKey, name: str, arguments: Mapping[str, Any], *, enabled: Sequence[str],
+    graph: KnowledgeGraph | None = None, agent: str | None = None,
 ) -> dict[str, Any]:
-    """Run one tool call. Disabled tool → PermissionDeniedError; bad arguments → ValidationError."""
-    if name not in ALL_TOOLS:
+    """Run one tool call (a graph tool against ``graph``; ``agent``: the caller's agent name, the diary's
+    default). Disabled tool → PermissionDeniedError; bad arguments → ValidationError."""
+    if name not in AGENT_TOOLS:
         raise ValidationError(f"unknown tool {name!r}", field="name")
     if name not in enabled:
         raise PermissionDeniedError(f"tool {name} is disabled for this app", field="name")
     if not isinstance(arguments, Mapping):
         raise ValidationError("arguments must be an object", field="arguments")
     check_arguments(name, arguments)
+    if name in GRAPH_TOOLS:
+        if graph is None:
+            raise PermissionDeniedError(f"tool {name} needs the knowledge graph, which this backend lacks",
+                                        field="name")
+        return dict(run_graph_tool(graph, key, name, arguments, agent=agent))
     if name == ADD:
         e = backend.add(key, memory_from_args(arguments))
         return {"status": "ok", "memory_id": e.id, "memory": e.text}

@@ -18,11 +18,34 @@ ADD, UPDATE, SEARCH, LOAD, DELETE, CLEAR = (
 )
 ALL_TOOLS: tuple[str, ...] = (ADD, UPDATE, SEARCH, LOAD, DELETE, CLEAR)
 """The six memory tools, in the order they are listed to an agent."""
+DIARY_WRITE, DIARY_READ, KG_ADD, KG_QUERY, KG_TIMELINE, KG_INVALIDATE = (
+    "memory_diary_write", "memory_diary_read", "memory_kg_add", "memory_kg_query", "memory_kg_timeline",
+    "memory_kg_invalidate",
+)
+GRAPH_TOOLS: tuple[str, ...] = (DIARY_WRITE, DIARY_READ, KG_ADD, KG_QUERY, KG_TIMELINE, KG_INVALIDATE)
+"""The knowledge-graph and diary tools (:mod:`memcore.graph_tools`), listed after :data:`ALL_TOOLS`; off unless
+an app's ``tools.enabled`` turns them on. Their arguments are those of seed 002's MemPalace tools."""
+GRAPH_READ_TOOLS: frozenset[str] = frozenset({DIARY_READ, KG_QUERY, KG_TIMELINE})
+"""The graph tools that only read (they run beside the user's writes; Auto mode shows them once enabled)."""
+AGENT_TOOLS: tuple[str, ...] = ALL_TOOLS + GRAPH_TOOLS
+"""Every tool an agent may be shown and run (by name), in the order they are listed."""
+MEMPALACE_NAMES: Mapping[str, str] = {
+    "mempalace_diary_write": DIARY_WRITE, "mempalace_diary_read": DIARY_READ, "mempalace_kg_add": KG_ADD,
+    "mempalace_kg_query": KG_QUERY, "mempalace_kg_timeline": KG_TIMELINE, "mempalace_kg_invalidate": KG_INVALIDATE,
+}
+"""Seed 002's MemPalace tool name → the graph tool that takes the same arguments (the trpc-agent-py tools)."""
 RECALL = "memory_recall"
 """The archive tool: search the raw turns of the user's other sessions (not one of :data:`ALL_TOOLS`, which
 run against memories; MCP lists it after them)."""
 EXTRACTION_TOOLS: tuple[str, ...] = (ADD, UPDATE, DELETE, CLEAR)
 """The tools an extractor may call: each proposes one operation (:data:`TOOL_OPERATIONS`)."""
+FACT_ADD, FACT_SUPERSEDE, FACT_INVALIDATE = "fact_add", "fact_supersede", "fact_invalidate"
+FACT_TOOLS: tuple[str, ...] = (FACT_ADD, FACT_SUPERSEDE, FACT_INVALIDATE)
+"""The extractor's knowledge-graph tools, offered beside :data:`EXTRACTION_TOOLS` when the ``extractor.graph``
+setting is on: each proposes one fact operation (:data:`FACT_OPERATIONS`)."""
+FactOperationType = Literal["add", "supersede", "invalidate"]
+FACT_OPERATIONS: Mapping[str, FactOperationType] = {FACT_ADD: "add", FACT_SUPERSEDE: "supersede",
+                                                     FACT_INVALIDATE: "invalidate"}
 EPISODE_TOOL = "assistant_episode"
 """The one tool of the assistant-episode stage."""
 

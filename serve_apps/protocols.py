@@ -8,10 +8,12 @@ from starlette.routing import Route
 
 from serve_apps.mcp import http as mcp_http
 from serve_apps.mem0 import api as mem0_api
+from serve_apps.mem0.errors import Mem0ErrorDetail
 
 
 def install_protocols(app: FastAPI) -> None:
     app.include_router(mem0_api.router)
+    app.add_middleware(Mem0ErrorDetail, prefix=mem0_api.PREFIX)  # outermost: every /mem0 error carries detail
     app.router.routes.append(Route(mcp_http.PATH, endpoint=mcp_http.McpEndpoint(),
                                    methods=["GET", "POST", "DELETE"], include_in_schema=False))
     tags = list(app.openapi_tags or [])

@@ -128,3 +128,26 @@ def scripted_llm() -> Iterator[Any]:
 
     with ScriptedLLM() as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[Any]:
+    """A private PostgreSQL 15 server on 127.0.0.1 for the whole run (per pytest-xdist worker), in a temp dir
+    (:mod:`testkit.postgres`); a test gets a database schema of its own from :func:`pg_schema`."""
+    from testkit import postgres
+
+    if not postgres.available():
+        why = "PostgreSQL (initdb, pg_ctl, a postgres user, root) is not available; scripts/test installs it"
+        if os.environ.get("MEMCLUSTER_TEST_REQUIRE_POSTGRES") == "1":  # scripts/test found it installed
+            pytest.fail(why)
+        pytest.skip(why)
+    with postgres.PostgresServer(free_port()) as server:
+        yield server
+
+
+_schemas = itertools.count(1)
+
+
+def pg_schema() -> str:
+    """A schema name no other test of this process uses (an archive in it starts empty)."""
+    return f"t{os.getpid()}_{next(_schemas)}"

@@ -113,27 +113,29 @@ def search_modes(svc: Any, queries: list, qvecs: np.ndarray, modes: tuple, warmu
 def breakdown(svc: Any, queries: list, qvecs: np.ndarray) -> dict[str, Any]:
     """Where a hybrid search's time goes: the store calls of _search_once timed from the outside, then cProfile."""
     import memcore.stores.qdrant_edge as qedge
+    from memcore.stores.edge_tiers import TieredEdgeStore
 
     names = ("vector_search", "payload_parse", "keyword_search", "entry_fetch", "total")
     sw = {k: Stopwatch() for k in names}
     fetched: list[int] = []
-    get = svc.vectors.get
+    fetch = "get_with_vectors"  # the hybrid search fetches the entries only the keyword list found, with vectors
+    get = getattr(svc.vectors, fetch)
 
     def counted_get(key: Any, ids: Any) -> Any:
         fetched.append(len(ids))
         return get(key, ids)
 
-    svc.vectors.get = counted_get  # type: ignore[method-assign]
+    setattr(svc.vectors, fetch, counted_get)
     targets = [(svc.vectors, "search", sw["vector_search"]), (svc.keywords, "search", sw["keyword_search"]),
-               (svc.vectors, "get", sw["entry_fetch"]), (svc, "search", sw["total"])]
-    if isinstance(svc.vectors, qedge.QdrantEdgeStore):  # Entry parsing inside the edge adapter's search/get
+               (svc.vectors, fetch, sw["entry_fetch"]), (svc, "search", sw["total"])]
+    if isinstance(svc.vectors, qedge.QdrantEdgeStore | TieredEdgeStore):  # Entry parsing inside the edge stores
         targets.append((qedge, "from_payload", sw["payload_parse"]))
     try:
         with instrumented(targets):
             for j, (q, key) in enumerate(queries):
                 svc.search(key, {"query": q}, query_vector=qvecs[j])
     finally:
-        del svc.vectors.get
+        delattr(svc.vectors, fetch)
     ms = {k: round(s.seconds / len(queries) * 1e3, 3) for k, s in sw.items()}
     ms["fusion_hits_other"] = round(ms["total"] - ms["vector_search"] - ms["keyword_search"] - ms["entry_fetch"], 3)
     prof = profile_top(lambda j: svc.search(queries[j][1], {"query": queries[j][0]}, query_vector=qvecs[j]),

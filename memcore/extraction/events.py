@@ -35,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from memclient.segments import check_segment
 from memcore.errors import ValidationError
 from memcore.fields import utc
+from memcore.graph import FactOperation
 from memcore.model import Operation
 from memcore.validation import validate
 
@@ -360,3 +361,5 @@ class ExtractionResult(BaseModel):
 
     operations: list[Operation] = Field(default_factory=list)
     rejected: list[str] = Field(default_factory=list)
+    facts: list[FactOperation] = Field(default_factory=list)
+    """Knowledge-graph fact operations (an extractor offered :data:`memcore.vocabulary.FACT_TOOLS`)."""

@@ -18,6 +18,7 @@ from memcore.extraction.llm import LLMExtractor
 from memcore.extraction.verbatim import VerbatimExtractor
 from memcore.ports import Extractor
 from memcore.settings import ExtractorSettings
+from memcore.vocabulary import EXTRACTION_TOOLS, FACT_TOOLS
 
 
 def build_extractor(
@@ -29,9 +30,10 @@ def build_extractor(
 ) -> Extractor:
     if not settings.base_url and client is None:
         return VerbatimExtractor(settings.granularity, window=settings.window)
+    tools = EXTRACTION_TOOLS + FACT_TOOLS if settings.graph else EXTRACTION_TOOLS
     return LLMExtractor(settings.base_url, _model(settings), _key(settings), policy=settings.policy,
                         timeout=settings.job_timeout_s, before_model=before_model, after_model=after_model,
-                        client=client)
+                        client=client, tools=tools)
 
 
 def build_episode_stage(

@@ -1,7 +1,8 @@
 """The LLM extractor: one tool-calling chat completion over an OpenAI-compatible endpoint.
 
 The model sees the existing memories with small integer ids and the new conversation, and
-answers with memory_add / memory_update / memory_delete / memory_clear calls. Each call is
+answers with memory_add / memory_update / memory_delete / memory_clear calls (and, when offered, the
+knowledge-graph calls fact_add / fact_supersede / fact_invalidate, proposed as fact operations). Each call is
 parsed on its own: a malformed one (bad JSON, unknown tool, unknown small id, invalid memory)
 is rejected with a reason and the others are kept. API errors and timeouts raise
 :class:`memcore.errors.ExtractorError` (the caller keeps its cursor for a retry).
@@ -25,6 +26,7 @@ from memcore.extraction import prompts
 from memcore.extraction.chat import AfterModel, BeforeModel, ChatClient, RawToolCall
 from memcore.extraction.events import Event, ExtractionResult
 from memcore.fields import MAX_PROVENANCE, now_utc, utc
+from memcore.graph import FactOperation
 from memcore.model import Entry, Memory, Operation
 from memcore.tools import memory_from_args
 from memcore.vocabulary import (
@@ -34,6 +36,8 @@ from memcore.vocabulary import (
     DEFAULT_POLICY,
     DELETE,
     EXTRACTION_TOOLS,
+    FACT_OPERATIONS,
+    FACT_TOOLS,
     POLICIES,
     PolicyName,
 )
@@ -70,9 +74,9 @@ class LLMExtractor:
     ) -> None:
         if policy not in POLICIES:
             raise ValueError(f"policy must be one of {', '.join(POLICIES)}, got {policy!r}")
-        unknown = [t for t in tools if t not in EXTRACTION_TOOLS]
+        unknown = [t for t in tools if t not in EXTRACTION_TOOLS + FACT_TOOLS]
         if unknown or not tools:
-            raise ValueError(f"tools must be a non-empty subset of {EXTRACTION_TOOLS}, got {list(tools)}")
+            raise ValueError(f"tools must be a non-empty subset of {EXTRACTION_TOOLS + FACT_TOOLS}, got {list(tools)}")
         self.policy: PolicyName = policy
         self.tools = tuple(tools)
         self.names = {**DEFAULT_NAMES, **(names or {})}
@@ -105,13 +109,18 @@ class LLMExtractor:
     ) -> ExtractionResult:
         """Turn tool calls into operations; ``shown[n-1]`` is the entry the model knows as ``[n]``."""
         ops: list[Operation] = []
+        facts: list[FactOperation] = []
         rejected: list[str] = []
         for i, call in enumerate(calls, 1):
             try:
-                ops.append(self._operation(call, shown, provenance))
+                if call.name in FACT_TOOLS and call.name in self.tools:
+                    facts.append(FactOperation(type=FACT_OPERATIONS[call.name], fact=_arguments(call.arguments),
+                                               turns=list(provenance)))
+                else:
+                    ops.append(self._operation(call, shown, provenance))
             except Rejected as exc:
                 rejected.append(f"tool call {i} ({call.name or '?'}, id {call.id}): {exc}")
-        return ExtractionResult(operations=ops, rejected=rejected)
+        return ExtractionResult(operations=ops, rejected=rejected, facts=facts)
 
     def _operation(self, call: RawToolCall, shown: Sequence[Entry], provenance: Sequence[str]) -> Operation:
         if call.name not in self.tools:

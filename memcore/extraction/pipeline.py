@@ -31,8 +31,10 @@ from memcore.errors import MemoryServiceError, StoreError
 from memcore.extraction.episodes import EpisodeResult
 from memcore.extraction.events import Event, build_query, cursor_of
 from memcore.fields import now_utc, utc
+from memcore.knowledge import KnowledgeGraph
 from memcore.model import Entry, Operation, UserKey
 from memcore.policy.apply import apply_operations
+from memcore.policy.facts import DeferredFacts, FactResult, apply_facts
 from memcore.ports import Extractor
 from memcore.provenance import cite
 from memcore.records import OpResult
@@ -63,6 +65,8 @@ class ExtractionReport(BaseModel):
     """Why the existing-entry search failed when ``existing_source`` is ``read``."""
     counts: dict[str, int] = Field(default_factory=dict)
     cursor: datetime | None = None
+    facts: list[FactResult] = Field(default_factory=list)
+    """One per proposed knowledge-graph fact operation (applied when a graph was given)."""
 
 
 def load_existing(
@@ -101,13 +105,16 @@ def run_extraction(
     enabled: Collection[str] | None = None,
     now: datetime | None = None,
     write_turn: Callable[[], MemoryService] | None = None,
+    graph: KnowledgeGraph | DeferredFacts | None = None,
 ) -> ExtractionReport:
     """Extract ``events_delta``, turns of ``session`` (see :func:`memcore.extraction.events.extractable`),
     and apply the result.
 
     ``write_turn``, when given, is called once, just before operations are applied (never when
     there are none): it takes the caller's write turn and returns the service to write into
-    (``service`` is then used for the reads before it).
+    (``service`` is then used for the reads before it). ``graph``: where the extractor's fact operations go
+    (:mod:`memcore.policy.facts`; a :class:`~memcore.policy.facts.DeferredFacts`: held there for later, counted
+    as ``facts_deferred``; None: they are dropped, counted as ``facts_dropped``).
     """
     delta = [e for e in events_delta if e.is_text]
     if not delta:
@@ -132,17 +139,30 @@ def run_extraction(
             ops.extend(cite(session, stage.operations))
             n_episodes = len(stage.operations)
         rejected.extend(f"episode stage: {r}" for r in stage.rejected)
-    target = write_turn() if write_turn is not None and ops else service
+    target = write_turn() if write_turn is not None and (ops or extracted.facts) else service
     with tracing.span("memcluster.policy", memcluster__policy=policy, memcluster__operations=len(ops)):
         results = apply_operations(target, key, ops, policy, enabled=enabled)
+    counts = _counts(results, len(delta), len(existing), len(rejected), n_episodes)
+    facts: list[FactResult] = []
+    if extracted.facts:
+        if graph is None:
+            counts["facts_dropped"] = len(extracted.facts)
+        elif isinstance(graph, DeferredFacts):
+            graph.hold(session, extracted.facts, cursor_of(delta) or when)
+            counts["facts_deferred"] = len(extracted.facts)
+        else:
+            facts = apply_facts(graph, key, session, extracted.facts, cursor_of(delta) or when)
+            counts.update(facts=len(facts), facts_applied=sum(f.status == "applied" for f in facts),
+                          facts_failed=sum(f.status == "failed" for f in facts))
     return ExtractionReport(
         results=results,
         rejected=rejected,
         episode_errors=episode_errors,
         existing_source=source,
         existing_error=search_error if source == "read" else None,
-        counts=_counts(results, len(delta), len(existing), len(rejected), n_episodes),
+        counts=counts,
         cursor=cursor_of(delta),
+        facts=facts,
     )
 
 

@@ -14,7 +14,19 @@ from typing import Any
 
 from memcore.extraction.events import Event
 from memcore.model import Entry, Kind
-from memcore.vocabulary import ADD, CLEAR, DELETE, EPISODE_TOOL, UPDATE, PolicyName, function_schema
+from memcore.vocabulary import (
+    ADD,
+    CLEAR,
+    DELETE,
+    EPISODE_TOOL,
+    FACT_ADD,
+    FACT_INVALIDATE,
+    FACT_SUPERSEDE,
+    FACT_TOOLS,
+    UPDATE,
+    PolicyName,
+    function_schema,
+)
 
 _MEMORY_PROPS: dict[str, Any] = {
     "memory": {"type": "string", "description": "One self-contained statement, in the third person "
@@ -31,6 +43,15 @@ _MEMORY_PROPS: dict[str, Any] = {
 _SMALL_ID: dict[str, Any] = {"memory_id": {"type": "integer", "minimum": 1,
                                            "description": "The number n of an existing memory shown as [n]."}}
 
+_TRIPLE = ["subject", "predicate", "object"]
+_FACT_PROPS: dict[str, Any] = {
+    "subject": {"type": "string", "description": "The entity the fact is about; \"User\" for the user."},
+    "predicate": {"type": "string", "description": "A short snake_case relation: lives_in, works_at, likes, ..."},
+    "object": {"type": "string", "description": "The other entity or value."},
+    "valid_from": {"type": "string", "description": "Since when, YYYY-MM-DD or ISO-8601 (default: the message "
+                                                    "time)."},
+}
+
 _SCHEMAS: dict[str, tuple[str, dict[str, Any], list[str]]] = {
     ADD: ("Store a new long-term memory.", _MEMORY_PROPS, ["memory"]),
     UPDATE: ("Revise an existing memory; give its full new content.", {**_SMALL_ID, **_MEMORY_PROPS},
@@ -38,6 +59,14 @@ _SCHEMAS: dict[str, tuple[str, dict[str, Any], list[str]]] = {
     DELETE: ("Delete one existing memory the user asked to forget or that is plainly obsolete.", _SMALL_ID,
              ["memory_id"]),
     CLEAR: ("Delete every memory of the user. Only when the user explicitly asks to forget everything.", {}, []),
+    FACT_ADD: ("Record a structured fact subject -> predicate -> object about the user's world (a person, "
+               "place, job, relation) that holds now or from a date.", _FACT_PROPS, _TRIPLE),
+    FACT_SUPERSEDE: ("Record that the object of a subject's predicate changed (e.g. the user moved to another "
+                     "city): the new fact replaces the current one, which is kept as history.", _FACT_PROPS, _TRIPLE),
+    FACT_INVALIDATE: ("Record that a fact stopped being true (without a replacement).", {
+        **{k: _FACT_PROPS[k] for k in _TRIPLE},
+        "ended": {"type": "string", "description": "When it stopped, YYYY-MM-DD or ISO-8601 (default: the message "
+                                                   "time)."}}, _TRIPLE),
     EPISODE_TOOL: ("Record what the assistant provided in one user/assistant interaction as an episode.", {
         "pair": {"type": "integer", "minimum": 1, "description": "The number n of the interaction shown as [Pn]."},
         "memory": {"type": "string", "description": "What the user asked and what the assistant answered, "
@@ -80,6 +109,9 @@ def system_prompt(policy: PolicyName, now: datetime, tools: Sequence[str]) -> st
     if policy not in POLICY_INSTRUCTIONS:
         raise ValueError(f"unknown policy {policy!r}")
     clear = " memory_clear is only for an explicit request to forget everything." if CLEAR in tools else ""
+    if any(t in FACT_TOOLS for t in tools):
+        clear += (" Also keep the user's knowledge graph: call fact_add for each structured fact, fact_supersede "
+                  "when a fact's object changed (a move, a new job), fact_invalidate when one stopped being true.")
     return (
         "You maintain the long-term memory of an assistant about one user. Read the new conversation and the "
         "existing memories, then call the memory tools for what is worth remembering in a later session: "

@@ -32,7 +32,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from serve_apps.deps import SEQ_HEADER, TIMING_HEADER
-from serve_apps.http import backup, erasure, health, ingest, memories, tools
+from serve_apps.http import backup, erasure, graph, health, ingest, memories, tools
 from serve_apps.http.access import attach, body_limit
 from serve_apps.http.errors import BodyLimitMiddleware, install_error_handlers
 from serve_apps.http.paths import PathIdMiddleware
@@ -63,8 +63,9 @@ def create_app() -> FastAPI:
     app.add_middleware(PathIdMiddleware, routes=lambda: app.routes)  # innermost: before routing
     app.add_middleware(BodyLimitMiddleware, limit=body_limit)
     app.add_middleware(ObservabilityMiddleware)  # outermost: metrics and the request log line
-    for router in (memories.router, ingest.router, erasure.router, tools.router, backup.router,
-                   ingest.jobs_router, erasure.admin_router, health.router):  # the order of the OpenAPI paths
+    for router in (memories.router, graph.router, ingest.router, erasure.router, tools.router, backup.router,
+                   graph.app_router, ingest.jobs_router, erasure.admin_router,
+                   health.router):  # the order of the OpenAPI paths
         app.include_router(router)
     from serve_apps.protocols import install_protocols  # MCP at /mcp, the Mem0-compatible API at /mem0
 

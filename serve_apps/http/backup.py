@@ -75,7 +75,8 @@ _IMPORT_DOC: dict[str, Any] = {
             openapi_extra=_EXPORT_DOC, summary="Export an app's memories", tags=list(_TAGS))
 async def export_app(request: Request, app: App) -> Response:
     """Every memory of every user of the app, soft-deleted ones included, as JSON Lines ordered by
-    user then id: the input of the import route (a restore of it round-trips exactly)."""
+    user then id: the input of the import route (a restore of it round-trips exactly). Expired entries
+    are not in it, and an app whose memory is off exports nothing (an export is a read)."""
     make_key(app, "export")  # validates the app id (422 naming `app`)
     _, settings = state(request)
     client = shards(request)
@@ -110,8 +111,11 @@ async def export_app(request: Request, app: App) -> Response:
              openapi_extra=_IMPORT_DOC, summary="Import an app's memories", tags=list(_TAGS))
 async def import_app(request: Request, app: App) -> Response:
     """Restore a JSONL export of this app: ids, timestamps and tombstones are kept, vectors recomputed.
-    Every line is validated before anything is written (422 names `lines.<n>.<field>`)."""
+    Every line is validated before anything is written (422 names `lines.<n>.<field>`); an app whose
+    memory is off refuses it (403 naming `app`, before the body is read)."""
     make_key(app, "import")
+    _, settings = state(request)
+    settings.policy(app).check_writes()
     client = shards(request)
     body = await request.body()
     entries = await asyncio.to_thread(parse_jsonl, body, app)

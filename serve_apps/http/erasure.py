@@ -45,6 +45,8 @@ class ForgetResponse(BaseModel):
     sessions: int = Field(description="Session cursors removed.")
     jobs: int = Field(description="Extraction job records removed.")
     access_records: int = Field(description="TTL access times removed.")
+    facts: int = Field(default=0, description="Knowledge-graph fact versions removed.")
+    diary_entries: int = Field(default=0, description="Agent diary entries removed.")
 
 
 class TurnsRemoved(BaseModel):

@@ -6,6 +6,8 @@
   (ray is never imported here);
 - request validation → 422 naming the field (``text``, ``max_results``, ``limit``), malformed or
   unparseable JSON → 422 ``body``; oversized bodies → 413 (:class:`BodyLimitMiddleware`);
+- a ``RecursionError`` (input nested deeper than a walk of it allows) → 422 ``body``: a client's bad input
+  is never a 503 (the JSON the service parses itself is bounded by :mod:`memcore.jsontext`);
 - anything else → 503 ``StoreError`` without a stack trace (logged server side).
 """
 
@@ -92,6 +94,9 @@ def response_for(exc: BaseException) -> JSONResponse:
         return validation_response(exc)
     if isinstance(exc, HTTPException):
         return http_error_response(exc)
+    if isinstance(exc, RecursionError):
+        log.warning("a request nested too deep for the code that walks it: %s", exc)
+        return error_json(422, "ValidationError", "the request is nested too deep", "body")
     return unexpected_response(exc)
 
 
@@ -119,7 +124,11 @@ def http_error_response(exc: HTTPException) -> JSONResponse:
     if status == 400:
         # FastAPI's "error parsing the body": invalid UTF-8, nesting too deep for the JSON parser, ...
         cause = exc.__cause__
-        why = "nesting too deep" if isinstance(cause, RecursionError) else str(exc.detail)
+        why = str(exc.detail)
+        if isinstance(cause, RecursionError):
+            why = "nesting too deep"
+        elif isinstance(cause, ValueError) and "digits" in str(cause):  # Python's int-from-text limit
+            why = "a number has too many digits"
         return error_json(422, "ValidationError", f"the request body could not be parsed: {why}", "body")
     if isinstance(exc, PayloadTooLargeError):
         return error_json(413, "PayloadTooLargeError", str(exc.detail), "body", headers)

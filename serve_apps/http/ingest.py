@@ -4,8 +4,8 @@
 
     POST /v1/apps/{app}/users/{user}/sessions/{session}/events[?wait=S]   {"events": [...]}
          202 {"job_id", "status": "queued", ...}      the job runs in the user's shard
-         200 {"status": "done" | "failed", ...}       ``wait``: the job finished within S seconds
-         200 {"status": "done" | "failed", ...}       the shard's queue was full: the request waited
+         200 {"status": "done" | "partial" | "failed", ...}   ``wait``: the job finished within S seconds
+         200 {"status": "done" | "partial" | "failed", ...}   the shard's queue was full: the request waited
          200 {"status": "skipped", "reason": ...}     nothing new, a checker declined, external context
     GET  /v1/jobs/{job_id}                           the job (404 for a key of another app)
     POST /v1/apps/{app}/users/{user}/sessions/recall {"query", "session", "max_results"}
@@ -22,11 +22,10 @@ from typing import Annotated
 from fastapi import Path, Query, Request, Response
 from fastapi.responses import JSONResponse
 
-from actors.extraction_queue import job_shard
 from memcore.errors import NotFoundError
 from memcore.records import UNFINISHED
 from memcore.validation import make_key
-from serve_apps.deps import App, User, errors, shards, state, to_json
+from serve_apps.deps import App, User, errors, shards, to_json
 from serve_apps.http.access import USER_PREFIX, key_router, scoped_router
 from serve_apps.http.models import IngestRequest, JobModel, RecallRequest, RecallResponse
 
@@ -78,12 +77,8 @@ async def ingest_events(request: Request, app: App, user: User, session: Session
 async def get_job(request: Request, job_id: JobId) -> Response:
     """Status, per-operation results, errors and the session cursor of an ingest job. A job of an
     app the key does not open is reported as unknown (404)."""
-    _, settings = state(request)
     granted = getattr(request.state, "granted_apps", None)
-    shard = job_shard(job_id)
-    if shard is None or shard >= settings.shards:
-        raise NotFoundError(f"job {job_id!r} not found", field="job_id")
-    job = await shards(request).job(shard, job_id)
+    job = await shards(request).find_job(job_id)  # its id's shard first (the others: after `memctl reshard`)
     if granted is not None and job.app not in granted:
         raise NotFoundError(f"job {job_id!r} not found", field="job_id")
     return JSONResponse(to_json(job))

@@ -18,6 +18,7 @@ metrics middleware its hit and token counts, :mod:`serve_apps.observability`).
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -142,6 +143,12 @@ async def search_memories(request: Request, app: App, user: User, options: Searc
     t0 = time.perf_counter()
     key, opts = make_key(app, user), options.options()
     plain = opts.model_dump(exclude_defaults=True)
+    facts: bytes = b""
+    if opts.include_facts:
+        found = await shards(request).search_facts(key, opts.query, opts.max_tokens)
+        facts = b',"facts":' + json.dumps(found["facts"], ensure_ascii=False).encode("utf-8")
+        if found["max_tokens"] is not None:
+            plain["max_tokens"] = found["max_tokens"]
     embedder = getattr(request.app.state, "query_embedder", None)
     with _in_flight(request.app.state) as alone, tracing.search_span(app, opts.max_results, opts.hybrid):
         if embedder is not None and opts.query.strip():
@@ -156,7 +163,7 @@ async def search_memories(request: Request, app: App, user: User, options: Searc
             with tracing.span("memcluster.shard_call", memcluster__app=app):
                 hits = await shards(request).search_json(key, plain)
     t2 = time.perf_counter()
-    response = Response(b'{"hits":' + hits + b"}", media_type="application/json")
+    response = Response(b'{"hits":' + hits + facts + b"}", media_type="application/json")
     parts = _timing(request, t0, embed=t1 - t0, shard=t2 - t1, encode=time.perf_counter() - t2)
     response.headers[TIMING_HEADER] = server_timing(parts)
     report_search(request, SearchReport(parts_ms=parts, hits_json=hits))
@@ -170,7 +177,7 @@ async def preload(request: Request, app: App, user: User, body: PreloadRequest) 
     injects nothing (strategy `failed`) instead of failing the request."""
     result = await shards(request).preload(make_key(app, user), body.budget, body.message, body.mode,
                                           body.playbook, body.topics, body.topics_match, body.max_tokens,
-                                          body.min_relevance)
+                                          body.min_relevance, body.include_facts)
     return JSONResponse(to_json(result))
 
 

@@ -7,7 +7,6 @@ validates; the subclasses here only add field descriptions and examples.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from datetime import datetime
 from typing import Annotated, Any, Literal, get_args
@@ -15,6 +14,7 @@ from typing import Annotated, Any, Literal, get_args
 from fastapi import Query
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from memcore import jsontext
 from memcore.app_policy import MemorySwitch, ToolMode
 from memcore.errors import ValidationError
 from memcore.extraction.events import MessageBatch
@@ -38,9 +38,9 @@ def parse_metadata_filter(raw: str | None) -> dict[str, Scalar] | None:
     if raw is None or not raw.strip():
         return None
     try:
-        value = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise ValidationError(f"metadata_filter is not JSON: {exc.msg}", field="metadata_filter") from None
+        value = jsontext.loads(raw)
+    except jsontext.JSONTextError as exc:
+        raise ValidationError(f"metadata_filter: {exc}", field="metadata_filter") from None
     try:
         return check_filter(value)
     except MetadataError as exc:
@@ -98,6 +98,8 @@ _ENTRY_DOCS = {
     "expires_at": "When the memory expires (set by `ttl_s` / `expires_at` of the add or a later update); null: never.",
 }
 _SEARCH_DOCS = {
+    "include_facts": "Also return the current knowledge-graph facts of the entities the query names, as a "
+                     "separate `facts` list; they take their tokens from `max_tokens` first (at most half).",
     "query": "Free text. Keyword-index syntax (quotes, AND, field:value) is taken literally, never parsed.",
     "kind": "Only entries of this kind (see `kind_fallback`).",
     "time_from": "Lower bound of the event time, ISO-8601 (inclusive).",
@@ -191,6 +193,9 @@ class SearchResponse(BaseModel):
     """Search results, best first (or by event time when asked)."""
 
     hits: list[Hit]
+    facts: list[dict[str, Any]] | None = Field(default=None, description=(
+        "With `include_facts`: the current knowledge-graph facts of the entities the query names (each with "
+        "its provenance: `memories`, `turns`, `source`, and its `text`), newest first."))
 
 
 class PreloadRequest(BaseModel):
@@ -226,6 +231,9 @@ class PreloadRequest(BaseModel):
             "least this relevant nothing is injected (strategy `none`), else the hits are. "
             f"{DEFAULT_FLOOR:g} is the floor measured for the default embedder. Default: no floor (the budget "
             "rules alone)."))
+    include_facts: bool = Field(default=False, description=(
+        "Also render the current knowledge-graph facts of the entities the message names after the memories "
+        "(their tokens taken from `max_tokens` first, at most half)."))
 
     @field_validator("topics")
     @classmethod
@@ -324,10 +332,12 @@ class IngestRequest(MessageBatch):
 
 
 class JobModel(BaseModel):
-    """An ingest job: queued → running → done | failed, or skipped at ingest."""
+    """An ingest job: queued → running → done | partial | failed, or skipped at ingest."""
 
     job_id: str = Field(description="Opaque id; `GET /v1/jobs/{job_id}` reports the job.")
-    status: JobStatus = Field(description="queued, running, done, failed (cursor unchanged) or skipped (no-op).")
+    status: JobStatus = Field(description=(
+        "queued, running, done, partial (extracted, cursor moved, but some operations failed: see "
+        "`operations` and `errors`), failed (nothing written, cursor unchanged) or skipped (no-op)."))
     app: str
     user: str
     session: str
@@ -340,7 +350,7 @@ class JobModel(BaseModel):
     upto: datetime | None = Field(default=None, description="The newest timestamp among the turns this job extracts.")
     upto_seq: int | None = Field(default=None, description="The delta bound: the job extracts the session's "
                                                            "unextracted turns that arrived up to this number.")
-    reason: str | None = Field(default=None, description="Why the job was skipped or failed.")
+    reason: str | None = Field(default=None, description="Why the job was skipped, partial or failed.")
     reason_code: JobReason | None = Field(
         default=None, description=f"The reason as a code: {', '.join(get_args(JobReason))}.")
     operations: list[dict[str, Any]] = Field(

@@ -17,7 +17,7 @@ from memcore.app_policy import ToolMode
 from memcore.errors import NotFoundError
 from memcore.tools import openai_schema
 from memcore.validation import make_key
-from memcore.vocabulary import ALL_TOOLS
+from memcore.vocabulary import AGENT_TOOLS
 from serve_apps.deps import App, User, errors, seq_headers, shards, state, to_json
 from serve_apps.http.access import USER_PREFIX, scoped_router
 from serve_apps.http.models import ToolCallRequest, ToolList
@@ -47,14 +47,14 @@ async def list_tools(
              summary="Run a tool", tags=["tools"])
 async def run_tool(
     request: Request, app: App, user: User,
-    name: Annotated[str, Path(description="One of " + ", ".join(ALL_TOOLS) + ".")],
+    name: Annotated[str, Path(description="One of " + ", ".join(AGENT_TOOLS) + ".")],
     call: ToolCallRequest,
 ) -> Response:
     """Execute a tool call for the user and return its JSON result. A tool the app does not expose to
     agents in its mode is 403, and so is a ``mode`` other than the app's."""
     key = make_key(app, user)
-    if name not in ALL_TOOLS:
-        raise NotFoundError(f"unknown tool {name!r}; known: {', '.join(ALL_TOOLS)}", field="name")
+    if name not in AGENT_TOOLS:
+        raise NotFoundError(f"unknown tool {name!r}; known: {', '.join(AGENT_TOOLS)}", field="name")
     result, seq = await shards(request).tool(key, name, dict(call.arguments), call.mode)
     return JSONResponse(to_json(result), headers=seq_headers(seq))
 

@@ -333,11 +333,44 @@ class _FlakyVectors:
         return getattr(self.inner, name)
 
 
+class _Counts:
+    """A recorder that keeps the counters (name, labels, value)."""
+
+    def __init__(self) -> None:
+        self.counts: list[tuple[str, dict[str, str], float]] = []
+
+    def count(self, name: str, value: float = 1.0, **labels: str) -> None:
+        self.counts.append((name, labels, value))
+
+    def observe(self, name: str, value: float, **labels: str) -> None:
+        return None
+
+    def gauge(self, name: str, value: float, **labels: str) -> None:
+        return None
+
+
 def test_store_failing_one_op_of_five(make_core: MakeCore) -> None:
+    from memcore import telemetry
+
     core = make_core()
     core.service.vectors = _FlakyVectors(core.service.vectors, fail_on=3)  # type: ignore[assignment]
-    job = done(core, core.ingest(A, "s1", turns(5)))
-    assert job.status == "done"
+    rec = _Counts()
+    telemetry.set_recorder(rec)
+    try:
+        job = done(core, core.ingest(A, "s1", turns(5)))
+    finally:
+        telemetry.set_recorder(None)
+    # a partly failed job is not "done": it is partial, finished, and says which operation failed
+    assert job.status == "partial" and job.finished and job.reason_code == "operations_failed"
+    assert job.reason == "1 of 5 operations failed (see operations)"
+    assert [(r.index, r.type) for r in job.failed_operations] == [(2, "add")]
+    failed = [(labels, v) for name, labels, v in rec.counts if name == "memcluster_operations_failed_total"]
+    assert failed == [({"op": "add", "app": A.app, "shard": str(core.shard)}, 1.0)]
+    writes = [labels["op"] for name, labels, _ in rec.counts if name == "memcluster_writes_total"
+              and labels.get("source") == "extraction"]
+    assert writes == ["add"] * 4  # the applied ones are still counted as writes
+    assert ("memcluster_jobs_total", {"status": "partial", "reason": "operations_failed", "app": A.app,
+                                      "shard": str(core.shard)}, 1.0) in rec.counts
     assert [o["status"] for o in job.operations] == ["applied", "applied", "failed", "applied", "applied"]
     assert job.counts["applied"] == 4 and job.counts["failed"] == 1
     assert len(job.errors) == 1 and job.errors[0].startswith("operation 2 (add): StoreError")

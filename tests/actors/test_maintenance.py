@@ -127,3 +127,76 @@ def test_app_ttl_and_entry_expiry_follow_one_sweep(core: ShardCore) -> None:
     assert core.service.vectors.get(SHORT, [sooner.id]) == []
     assert core.maintenance.expire(now=time.time() + 61) == 1  # the app's 60 s come first
     assert core.service.vectors.get(SHORT, [later.id]) == []
+
+
+def test_tombstones_expire_too(core: ShardCore) -> None:
+    """A soft-deleted entry keeps its text as a tombstone; the sweep removes it once it is due, by its own
+    expiry (any app) or by its app's lifetime counted from the deletion."""
+    own = core.add(KEEP, {"text": "the locker code is 4711", "ttl_s": 5}).value
+    core.delete(KEEP, own.id, hard=False)
+    by_app = core.add(SHORT, {"text": "the gate code is 1234"}).value
+    core.delete(SHORT, by_app.id, hard=False)
+    lasting = core.add(KEEP, {"text": "the bike lock code is 0000"}).value
+    core.delete(KEEP, lasting.id, hard=False)
+    def stored(key: UserKey, ids: list[str]) -> list[Any]:
+        return core.service.vectors.get(key, ids)  # the current store (a compaction replaces it)
+
+    assert [e.active for e in stored(KEEP, [own.id]) + stored(SHORT, [by_app.id])] == [False, False]
+    assert core.maintenance.expire(now=time.time() + 1) == 0
+    assert core.maintenance.expire(now=time.time() + 10) == 1  # its own expiry passed
+    assert stored(KEEP, [own.id]) == [] and [e.text for e in stored(SHORT, [by_app.id])] == ["the gate code is 1234"]
+    assert core.maintenance.run_once(now=time.time() + 61)["expired"] == 1  # the app's lifetime since deletion
+    assert stored(SHORT, [by_app.id]) == []
+    assert [e.id for e in core.export(KEEP)] == [lasting.id]  # a tombstone that never expires is kept
+
+
+def test_past_its_apps_lifetime_an_entry_is_gone_from_every_read_before_the_sweep(
+        tmp_path: Path, hashing_embedder: Any) -> None:
+    """``ttl.apps``: expired means gone from every read at once, not one ``sweep_s`` later; the sweep only
+    removes what no read returns any more. A re-add before the sweep is a new entry."""
+    settings = Settings(data_dir=tmp_path, shards=1, embedder={"kind": "hashing", "dim": 256},
+                        ttl={"apps": {"short-lived": 0.3}})
+    core = ShardCore(settings, 0, hashing_embedder, start_workers=False)
+    try:
+        gone = core.add(SHORT, {"text": "the ferry leaves from pier nine"}).value
+        dead = core.add(SHORT, {"text": "the old door code was 2468"}).value
+        core.delete(SHORT, dead.id, hard=False)  # a tombstone: its lifetime runs from the deletion
+        kept = core.add(KEEP, {"text": "the ferry leaves from pier nine"}).value
+        core.ingest(SHORT, "s1", turns(2, text="we took the ferry from pier nine {i}"))
+        core.ingest(KEEP, "s1", turns(2, text="we took the ferry from pier nine {i}"))
+        assert core.get(SHORT, gone.id).id == gone.id
+        time.sleep(0.4)
+        assert len(core.service.vectors.get(SHORT, [gone.id, dead.id])) == 2  # still stored: no sweep ran
+        with pytest.raises(NotFoundError):
+            core.get(SHORT, gone.id)
+        assert core.read(SHORT) == [] and core.export(SHORT) == []
+        assert core.search(SHORT, {"query": "ferry pier nine", "hybrid": True, "similarity_threshold": -1}) == []
+        assert core.preload(SHORT, -1, "ferry pier nine", "system", None).entries == []
+        assert core.export_users("short-lived") == []
+        assert core.recall(SHORT, "ferry pier nine") == []  # archived turns older than the lifetime too
+        assert [e.id for e in core.read(KEEP)] == [kept.id] and len(core.recall(KEEP, "ferry pier nine")) == 2
+        again = core.add(SHORT, {"text": "the ferry leaves from pier nine"}).value
+        assert again.id == gone.id and again.created_at > gone.created_at  # written afresh
+        assert [e.id for e in core.read(SHORT)] == [gone.id]
+        assert core.maintenance.expire() == 1  # the tombstone; the re-added entry lives on
+    finally:
+        core.close()
+
+
+def test_with_refresh_on_access_a_read_keeps_an_entry_visible_past_its_write(
+        tmp_path: Path, hashing_embedder: Any) -> None:
+    settings = Settings(data_dir=tmp_path, shards=1, embedder={"kind": "hashing", "dim": 256},
+                        ttl={"apps": {"short-lived": 0.3}, "refresh_on_access": True})
+    core = ShardCore(settings, 0, hashing_embedder, start_workers=False)
+    try:
+        read = core.add(SHORT, {"text": "read again later"}).value
+        unread = core.add(SHORT, {"text": "never read again"}).value
+        core.archive.access.touch(SHORT, [read.id], at=time.time() + 100)  # a read that extends its life
+        time.sleep(0.4)
+        assert core.get(SHORT, read.id).id == read.id
+        assert [e.id for e in core.read(SHORT)] == [read.id]
+        with pytest.raises(NotFoundError):
+            core.get(SHORT, unread.id)
+        assert set(core.archive.access.last_access(SHORT)) == {read.id}  # the hidden entry was not touched
+    finally:
+        core.close()

@@ -12,7 +12,8 @@ from memcore.settings import Settings, load_settings
 
 def test_proxy_ingress_keeps_serves_proxy(tmp_path: Path) -> None:
     env = deploy.serve_process_env(Settings(data_dir=tmp_path))
-    assert env == {"RAY_SERVE_PROXY_USE_GRPC": "1"}
+    assert env == deploy.SERVE_PROCESS_ENV and env["RAY_SERVE_PROXY_USE_GRPC"] == "1"
+    assert float(env["RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S"]) >= 30
     assert not deploy.haproxy_dir(tmp_path).exists()
 
 

@@ -146,3 +146,16 @@ def test_main_reads_the_environment(server: Served, monkeypatch: pytest.MonkeyPa
     # the turn went to ingest; /memory waited for the job (verbatim: no model on this server)
     assert "(memory: extraction done, 2 applied)" in out
     assert any(line.strip().startswith("- ") and "User: Hi!" in line for line in out), out
+
+
+def test_a_partial_job_reports_what_failed(memory: MemoryClient) -> None:
+    from memclient import Job
+
+    out: list[str] = []
+    agent = MemoryAgent(memory, openai.OpenAI(base_url="http://127.0.0.1:9", api_key="x"),
+                        AgentConfig(app=APP, user="erin"), out.append)
+    agent.report(Job.from_json({"job_id": "j1", "status": "partial", "counts": {"applied": 1, "failed": 1},
+                                "operations": [{"index": 0, "type": "add", "status": "applied"},
+                                               {"index": 1, "type": "add", "status": "failed",
+                                                "error": "StoreError: disk full"}]}))
+    assert out == ["(memory: extraction partial, 1 applied, 1 failed: add: StoreError: disk full)"]

@@ -104,9 +104,10 @@ def erase_then_check(cluster: dict[str, Any], user: str, marker: str, erase: Any
     assert read_paths(cluster, user, marker, ids) == []
     reextract(cluster)
     assert read_paths(cluster, user, marker, ids) == []
-    assert byte_scan(cluster["data"], marker) != []  # deleted is not yet gone from the disk ...
+    # deleted is not necessarily gone from the disk yet (free SQLite pages, unmerged segments; a background
+    # merge or a generation switch may already have dropped some, so that is not asserted) until the compaction
     assert memctl(["compact", "--url", cluster["base"], "--api-key", KEY]) == 0
-    assert byte_scan(cluster["data"], marker) == []  # ... until the compaction
+    assert byte_scan(cluster["data"], marker) == []
     assert read_paths(cluster, user, marker, ids) == []
 
 

@@ -118,3 +118,144 @@ def test_archive_only_archives_for_recall_and_extracts_nothing(served: Any) -> N
         assert [h["content"] for h in hits] == ["I drink tea"]
         assert c.get(f"{base}/memories").json()["entries"] == []
     assert llm.requests == []
+
+
+# ------------------------------------------------------------------ memory: off on every route
+GATED = "gated-app"
+SECRET = "zebra"
+"""A word in every stored text of the gated app: no answer of an off app may contain it."""
+_U = "/v1/apps/{app}/users/{user}"
+_M0 = "/mem0"
+#: Every route of the HTTP app (OpenAPI), classified: ``read`` answers 200 (or 404) without any stored text,
+#: ``write`` is refused with 403 (or 404 where the route reads the target first) and writes nothing,
+#: ``skip`` answers a skipped job, ``erase`` always works, ``other`` serves no app's memory.
+ROUTES: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {
+    ("POST", f"{_U}/memories"): ("write", {"json": {"text": f"{SECRET} new"}}),
+    ("GET", f"{_U}/memories"): ("read", {}),
+    ("DELETE", f"{_U}/memories"): ("erase", {}),
+    ("GET", f"{_U}/memories/{{memory_id}}"): ("read", {}),
+    ("PATCH", f"{_U}/memories/{{memory_id}}"): ("write", {"json": {"text": f"{SECRET} patched"}}),
+    ("DELETE", f"{_U}/memories/{{memory_id}}"): ("erase", {}),
+    ("POST", f"{_U}/memories/search"): ("read", {"json": {"query": f"{SECRET} secret"}}),
+    ("POST", f"{_U}/preload"): ("read", {"json": {"budget": -1, "message": SECRET}}),
+    ("POST", f"{_U}/sessions/recall"): ("read", {"json": {"query": SECRET, "session": "other"}}),
+    ("POST", f"{_U}/sessions/{{session}}/events"): (
+        "skip", {"json": {"events": [{"role": "user", "content": f"{SECRET} again"}]}, "params": {"wait": 5}}),
+    ("DELETE", _U): ("erase", {}),
+    ("DELETE", f"{_U}/sessions/{{session}}"): ("erase", {}),
+    ("DELETE", f"{_U}/sessions/{{session}}/events/{{event_id}}"): ("erase", {}),
+    ("GET", "/v1/apps/{app}/tools"): ("read", {}),
+    ("POST", f"{_U}/tools/{{name}}"): ("write", {}),  # every tool, see below
+    ("GET", "/v1/apps/{app}/export"): ("read", {}),
+    ("POST", "/v1/apps/{app}/import"): ("write", {}),  # the export taken while memory was on
+    ("GET", "/v1/jobs/{job_id}"): ("read", {}),
+    ("POST", "/v1/admin/compact"): ("other", {}),
+    ("GET", "/healthz"): ("other", {}),
+    ("GET", "/readyz"): ("other", {}),
+    ("POST", f"{_U}/graph/facts"): ("write", {"json": {"subject": "Alice", "predicate": "lives_in",
+                                                        "object": f"{SECRET} city"}}),
+    ("POST", f"{_U}/graph/facts/invalidate"): ("write", {"json": {"subject": "Alice", "predicate": "lives_in",
+                                                                   "object": "Paris"}}),
+    ("DELETE", f"{_U}/graph/facts/{{fact_id}}"): ("erase", {}),
+    ("GET", f"{_U}/graph/facts"): ("read", {"params": {"entity": "Alice"}}),
+    ("GET", f"{_U}/graph/timeline"): ("read", {"params": {"entity": "Alice"}}),
+    ("GET", f"{_U}/graph/neighbourhood"): ("read", {"params": {"entity": "Alice"}}),
+    ("PUT", f"{_U}/graph/entities"): ("write", {"json": {"name": f"{SECRET} entity"}}),
+    ("GET", f"{_U}/graph/entities/{{name}}"): ("read", {}),
+    ("POST", f"{_U}/diary"): ("write", {"json": {"text": f"{SECRET} diary"}}),
+    ("GET", f"{_U}/diary"): ("read", {}),
+    ("GET", "/v1/apps/{app}/graph/export"): ("read", {}),
+    ("POST", "/v1/apps/{app}/graph/import"): ("write", {"content": b""}),
+    ("GET", f"{_M0}/v1/ping/"): ("other", {}),
+    ("POST", f"{_M0}/v1/memories/"): ("write", {"json": {
+        "messages": [{"role": "user", "content": f"{SECRET} mem0 1.x"}], "user_id": "u1", "infer": False}}),
+    ("POST", f"{_M0}/v2/memories/search/"): ("read", {"json": {"query": SECRET, "user_id": "u1"}}),
+    ("POST", f"{_M0}/v2/memories/"): ("read", {"json": {"user_id": "u1"}}),
+    ("PUT", f"{_M0}/v1/batch/"): ("write", {"json": {"memories": [{"memory_id": "x", "text": f"{SECRET} b"}]}}),
+    # its ids are in the body (an unknown one is 404 before anything is deleted): mem0/test_conformance.py
+    ("DELETE", f"{_M0}/v1/batch/"): ("other", {}),
+    ("POST", f"{_M0}/v1/feedback/"): ("other", {}),
+    ("POST", f"{_M0}/v3/memories/add/"): ("write", {"json": {
+        "messages": [{"role": "user", "content": f"{SECRET} mem0"}], "user_id": "u1", "infer": False}}),
+    ("POST", f"{_M0}/v3/memories/search/"): ("read", {"json": {"query": SECRET, "filters": {"user_id": "u1"}}}),
+    ("POST", f"{_M0}/v3/memories/"): ("read", {"json": {"filters": {"user_id": "u1"}}}),
+    ("GET", f"{_M0}/v1/memories/{{memory_id}}/"): ("read", {}),
+    ("PUT", f"{_M0}/v1/memories/{{memory_id}}/"): ("write", {"json": {"text": f"{SECRET} via mem0"}}),
+    ("DELETE", f"{_M0}/v1/memories/{{memory_id}}/"): ("erase", {}),
+    ("DELETE", f"{_M0}/v1/memories/"): ("erase", {"params": {"user_id": "u1"}}),
+    ("GET", f"{_M0}/v1/memories/{{memory_id}}/history/"): ("read", {}),
+    ("GET", f"{_M0}/v1/entities/"): ("read", {}),
+    ("DELETE", f"{_M0}/v2/entities/{{entity_type}}/{{name}}/"): ("erase", {}),
+}
+
+
+def test_memory_off_holds_on_every_route(tmp_path: Any, hashing_embedder: Any) -> None:
+    """An app with stored memories is switched to ``memory: off``: every route of the HTTP app (the
+    OpenAPI list, each classified in :data:`ROUTES`) either answers without any stored text (reads:
+    get, list, search, preload, recall, tools, export, jobs, Mem0's reads and history), refuses with 403
+    and writes nothing (add, update, tool calls, import, Mem0 add and update), skips (ingest), or erases
+    (deletes and erasure always work). Switched back on, the memories are all there, unchanged."""
+    from serve_apps.mem0.map import mem0_id
+    from tests.serve_apps.conftest import serve_local
+
+    def server(memory: str) -> Any:
+        return serve_local(tmp_path, hashing_embedder, memory={"apps": {GATED: {"memory": memory}}})
+
+    base = f"/v1/apps/{GATED}/users/u1"
+    with server("on") as on, on.client() as c:
+        kept = c.post(f"{base}/memories", json={"text": f"{SECRET} secret kept"}).json()
+        gone = c.post(f"{base}/memories", json={"text": f"{SECRET} secret tombstone"}).json()
+        assert c.delete(f"{base}/memories/{gone['id']}").status_code == 204
+        job = c.post(f"{base}/sessions/s1/events", params={"wait": 10}, json={"events": [
+            {"id": "e1", "role": "user", "content": f"{SECRET} secret turn"}]}).json()
+        assert job["status"] == "done", job
+        before = c.get(f"/v1/apps/{GATED}/export").content
+        assert before.count(SECRET.encode()) == 3
+    values = {"app": GATED, "user": "u1", "memory_id": kept["id"], "session": "s1", "event_id": "e1",
+              "job_id": job["job_id"], "entity_type": "user", "name": "u1", "fact_id": "f1"}
+    mem0_values = {**values, "memory_id": mem0_id("u1", kept["id"])}
+    headers = {"X-Memcluster-App": GATED}
+
+    def send(c: httpx.Client, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        url = path.format(**(mem0_values if path.startswith(_M0) else values))
+        return c.request(method, url, headers=headers, **kwargs)
+
+    with server("off") as off, off.client() as c:
+        spec = c.get("/openapi.json").json()
+        listed = {(m.upper(), p) for p, ops in spec["paths"].items() for m in ops}
+        assert listed == set(ROUTES), listed ^ set(ROUTES)  # a new route must be classified here
+        for (method, path), (kind, kwargs) in ROUTES.items():
+            if kind == "read":
+                r = send(c, method, path, **kwargs)
+                assert r.status_code in (200, 404), (method, path, r.text)
+                assert SECRET not in r.text, (method, path, r.text)
+            elif kind == "skip":
+                r = send(c, method, path, **kwargs)
+                assert r.status_code == 200 and r.json()["status"] == "skipped", r.text
+            elif kind == "write":
+                if path.endswith("/tools/{name}"):
+                    calls = [(path.replace("{name}", t), {"json": {"arguments": ARGS[t]}}) for t in ALL_TOOLS]
+                elif path.endswith("/import"):
+                    calls = [(path, {"content": before})]
+                else:
+                    calls = [(path, kwargs)]
+                for p, kw in calls:
+                    r = send(c, method, p, **kw)
+                    allowed = (403, 404) if "{memory_id}" in p else (403,)  # an update may look its target up
+                    assert r.status_code in allowed, (method, p, r.text)
+                    if r.status_code == 403:
+                        assert r.json()["error"] == "PermissionDeniedError" and r.json()["field"] == "app", r.text
+        assert c.get(f"/v1/apps/{GATED}/tools").json()["tools"] == []
+        assert c.get(f"/v1/apps/{GATED}/export").content == b""
+    with server("on") as on, on.client() as c:
+        assert c.get(f"/v1/apps/{GATED}/export").content == before  # nothing written, nothing lost
+    with server("off") as off, off.client() as c:
+        for (method, path), (kind, kwargs) in ROUTES.items():
+            if kind == "erase" and path != _U:
+                r = send(c, method, path, **kwargs)
+                assert r.status_code < 300 or (r.status_code == 404 and "{" in path), (method, path, r.text)
+        r = send(c, "DELETE", _U)
+        assert r.status_code == 200, r.text
+    with server("on") as on, on.client() as c:
+        assert c.get(f"/v1/apps/{GATED}/export").content == b""  # deleting works while memory is off
+        assert c.post(f"{base}/sessions/recall", json={"query": SECRET}).json()["hits"] == []

@@ -221,13 +221,14 @@ def test_one_shared_collection_with_payload_indexes(deployments: dict[str, Serve
     assert edge.settings is not None and ShardLayout(edge.settings, 0).vectors_dir().is_dir()
     # the local engine ignores payload indexes (payload_schema stays empty), so check what was requested
     requested = {f: s for (c, f), s in qdrant.indexes.items() if c == "memcluster"}
-    assert requested == {
-        "app": models.PayloadSchemaType.KEYWORD,
+    keyword = models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, enable_hnsw=False)
+    assert requested == {  # per-user HNSW graphs only (Qdrant's multitenancy guidance)
+        "app": keyword,
         "user": models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, is_tenant=True),
-        "kind": models.PayloadSchemaType.KEYWORD,
-        "event_ts": models.PayloadSchemaType.FLOAT,
-        "deleted": models.PayloadSchemaType.BOOL,
-        "topics": models.PayloadSchemaType.KEYWORD,
+        "kind": keyword,
+        "event_ts": models.FloatIndexParams(type=models.FloatIndexType.FLOAT, enable_hnsw=False),
+        "deleted": models.BoolIndexParams(type=models.BoolIndexType.BOOL, enable_hnsw=False),
+        "topics": keyword,
     }
 
 
@@ -238,13 +239,18 @@ def test_sharding_and_replication_from_settings(tmp_path: Path, embedder: Any, q
     settings = make_settings(tmp_path, embedder={"kind": "minilm-l3"}, vector_store={
         "backend": "server", "url": URL, "collection": "replicated", **layout})
     store = factory.build_vector_store(ShardLayout(settings, 0), embedder.dim)
+    tenant_graphs = models.HnswConfigDiff(m=0, payload_m=16)  # no global graph: every search is one user's
     try:
-        assert qdrant.layouts["replicated"] == layout
+        assert qdrant.layouts["replicated"] == {**layout, "hnsw_config": tenant_graphs}
     finally:
         store.close()
     plain = factory.build_vector_store(ShardLayout(server_settings(tmp_path / "plain", "plain"), 0), embedder.dim)
     plain.close()
-    assert qdrant.layouts["plain"] == {}  # unset: the server's own defaults
+    assert qdrant.layouts["plain"] == {"hnsw_config": tenant_graphs}  # sharding unset: the server's defaults
+    dense = make_settings(tmp_path / "dense", embedder={"kind": "minilm-l3"}, vector_store={
+        "backend": "server", "url": URL, "collection": "dense", "hnsw_m": 32, "hnsw_payload_m": 0})
+    factory.build_vector_store(ShardLayout(dense, 0), embedder.dim).close()
+    assert qdrant.layouts["dense"] == {"hnsw_config": models.HnswConfigDiff(m=32, payload_m=0)}
 
 
 def test_an_operator_made_collection_is_kept_and_indexed(tmp_path: Path, embedder: Any,
@@ -295,8 +301,8 @@ def test_export_import_round_trip_across_modes(deployments: dict[str, Served], o
         assert report["entries"] == exports["edge"].count(b"\n")
         assert c.get(f"/v1/apps/{APP}/export").content == exports["edge"]
         # both sides settle in the background (keyword commits every keywords.commit_interval_s, the
-        # maintenance thread's passes): under load, read both again until they agree, for at most 30 s
-        deadline = time.monotonic() + 30
+        # maintenance thread's passes): under load, read both again until they agree, for at most 60 s
+        deadline = time.monotonic() + 60
         with deployments["edge"].client() as e:
             while True:
                 expected = [[ranking(ok(e.post(f"/v1/apps/{APP}/users/{u}/memories/search", json=q))["hits"])

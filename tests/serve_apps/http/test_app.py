@@ -112,6 +112,16 @@ def test_openapi_lists_every_route(client: httpx.Client) -> None:
         "/v1/apps/{app}/export": {"get"},
         "/v1/apps/{app}/import": {"post"},
         u: {"delete"},
+        f"{u}/graph/facts": {"post", "get"},
+        f"{u}/graph/facts/invalidate": {"post"},
+        f"{u}/graph/facts/{{fact_id}}": {"delete"},
+        f"{u}/graph/timeline": {"get"},
+        f"{u}/graph/neighbourhood": {"get"},
+        f"{u}/graph/entities": {"put"},
+        f"{u}/graph/entities/{{name}}": {"get"},
+        f"{u}/diary": {"post", "get"},
+        "/v1/apps/{app}/graph/export": {"get"},
+        "/v1/apps/{app}/graph/import": {"post"},
         "/v1/admin/compact": {"post"},
         "/healthz": {"get"},
         "/readyz": {"get"},
@@ -564,6 +574,14 @@ def test_ray_task_error_maps_to_the_cause(cause: Exception, status: int, field: 
     body = json.loads(bytes(r.body))
     assert body == {"error": type(cause).__name__, "field": field, "message": str(cause.args[0])}
     assert (r.headers.get("retry-after") == "1") == (status == 503)
+
+
+def test_a_recursion_error_is_the_clients_422_not_a_503() -> None:
+    r = response_for(RecursionError("maximum recursion depth exceeded"))
+    assert r.status_code == 422 and "retry-after" not in r.headers
+    assert json.loads(bytes(r.body)) == {"error": "ValidationError", "field": "body",
+                                         "message": "the request is nested too deep"}
+    assert response_for(RuntimeError("boom")).status_code == 503  # anything else stays a 503
 
 
 def test_wrapped_errors_over_http(make_server: Callable[..., Served], tmp_path: Any) -> None:

@@ -158,7 +158,8 @@ def test_import_validates_every_line_before_writing(make_server: Callable[..., S
         (bad({k: v for k, v in valid.items() if k != "id"}), "lines.3.id", "required"),
         ('{"text": "x",', "lines.3", "malformed JSON"),
         ("[1, 2]", "lines.3", "JSON object"),
-        ("[" * 100_000 + "]" * 100_000, "lines.3", "nesting"),
+        ("[" * 100_000 + "]" * 100_000, "lines.3", "nested deeper"),
+        ('{"text": ' + "1" * 10_000 + "}", "lines.3", "number longer than"),
         (bad({**valid, "topics": ["\ud800"]}), "lines.3.topics", "lone surrogate"),
         (good[1], "lines.3.id", "duplicate"),
     ]

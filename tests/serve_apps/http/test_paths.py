@@ -21,7 +21,7 @@ APP = "demo"
 #: raw (already percent-encoded) path segments a URL would change; the server decodes each once
 BAD = [".", "..", "%2e", "%2E%2e", "%2f", "a%2Fb", "%252e", "%252F", "..%2F..", ""]
 VALID = {"app": APP, "user": "alice", "session": "s1", "memory_id": "m1", "event_id": "e1", "job_id": "0-x",
-         "name": "memory_add", "entity_type": "user"}
+         "name": "memory_add", "entity_type": "user", "fact_id": "f1"}
 SLASH_OK = {("/mem0/v2/entities/{entity_type}/{name}/", "name")}
 """Mem0 entity names may hold '/' (trpc-agent-py's app_name/user_id); mem0ai encodes them."""
 INVISIBLE = ["\u200b", "\u202e", "\u2060", "\ufeff", "\u00ad"]

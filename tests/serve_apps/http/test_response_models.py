@@ -84,9 +84,28 @@ def test_every_json_route_answers_its_response_model(server: Served) -> None:
             ("GET", "/healthz"): c.get("/healthz"),
             ("GET", "/readyz"): c.get("/readyz"),
         }
+        fact = c.post(f"{A}/graph/facts", json={"subject": "Alice", "predicate": "lives_in", "object": "Lisbon"})
+        answers[("POST", "/v1/apps/{app}/users/{user}/graph/facts")] = fact
+        g = "/v1/apps/{app}/users/{user}"
+        answers.update({
+            ("GET", f"{g}/graph/facts"): c.get(f"{A}/graph/facts", params={"entity": "alice"}),
+            ("GET", f"{g}/graph/timeline"): c.get(f"{A}/graph/timeline", params={"entity": "Alice"}),
+            ("GET", f"{g}/graph/neighbourhood"): c.get(f"{A}/graph/neighbourhood", params={"entity": "Alice"}),
+            ("PUT", f"{g}/graph/entities"): c.put(f"{A}/graph/entities", json={"name": "Alice", "type": "person"}),
+            ("GET", f"{g}/graph/entities/{{name}}"): c.get(f"{A}/graph/entities/alice"),
+            ("POST", f"{g}/diary"): c.post(f"{A}/diary", json={"text": "checked the calendar"}),
+            ("GET", f"{g}/diary"): c.get(f"{A}/diary"),
+            ("POST", f"{g}/graph/facts/invalidate"): c.post(f"{A}/graph/facts/invalidate", json={
+                "subject": "Alice", "predicate": "lives_in", "object": "Lisbon"}),
+        })
+        answers[("DELETE", f"{g}/graph/facts/{{fact_id}}")] = c.delete(
+            f"{A}/graph/facts/{fact.json()['fact']['fact_id']}")
         exported = c.get("/v1/apps/shapes/export")
         answers[("POST", "/v1/apps/{app}/import")] = c.post(
             "/v1/apps/shapes/import", content=exported.content, headers={"Content-Type": "application/x-ndjson"})
+        graph = c.get("/v1/apps/shapes/graph/export")
+        answers[("POST", "/v1/apps/{app}/graph/import")] = c.post(
+            "/v1/apps/shapes/graph/import", content=graph.content, headers={"Content-Type": "application/x-ndjson"})
     assert set(answers) == set(validators), "a JSON route without a conformance request (or a stale one)"
     for route, response in answers.items():
         assert response.status_code < 300, (route, response.status_code, response.text)

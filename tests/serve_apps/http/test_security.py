@@ -80,7 +80,8 @@ def json_routes(c: httpx.Client) -> list[tuple[str, str]]:
 
 
 def concrete(path: str, app: str, user: str = "u") -> str:
-    return path.format(app=app, user=user, memory_id="m", name="memory_add", session="s", job_id="j", event_id="e")
+    return path.format(app=app, user=user, memory_id="m", name="memory_add", session="s", job_id="j", event_id="e",
+                       fact_id="f")
 
 
 # ------------------------------------------------------------------ keys
@@ -185,6 +186,37 @@ def test_json_nested_100k_deep_is_4xx_everywhere(ca: httpx.Client) -> None:
     r = ca.post(f"/v1/apps/{A}/import", content=deep_list)
     assert r.status_code == 422 and r.json()["field"] == "lines.1"
     assert ca.get(f"{base}/memories").json() == {"entries": []}
+
+
+def test_deep_filters_and_huge_numbers_are_422_naming_the_field(ca: httpx.Client) -> None:
+    """A client's bad input is a 422 naming its field, never a 503 "retry later": deep nesting in the
+    ``metadata_filter`` query parameter (a RecursionError in the JSON parser), a 10,000-digit number
+    (Python's int-from-text limit, a ValueError) in the filter, an import line or a JSON body."""
+    from memcore.jsontext import MAX_JSON_DEPTH, MAX_NUMBER_CHARS
+
+    base = fresh()
+    add(ca, base, "a memory that must survive bad input", metadata={"n": 7})
+    huge = "9" * 10_000
+    for flt, text in (('{"a": ' + "[" * 1500 + "]" * 1500 + "}", "nested deeper"),
+                      ("[" * (MAX_JSON_DEPTH + 1) + "]" * (MAX_JSON_DEPTH + 1), "nested deeper"),
+                      ('{"n": ' + huge + "}", f"longer than {MAX_NUMBER_CHARS}"),
+                      ('{"n": 1e999}', "out of range"), ('{"n": NaN}', "not a JSON value"),
+                      ("{", "malformed JSON")):
+        r = ca.get(f"{base}/memories", params={"metadata_filter": flt})
+        assert r.status_code == 422, (flt[:40], r.status_code, r.text[:300])
+        assert r.json()["field"] == "metadata_filter" and text in r.json()["message"], r.json()
+    assert ca.get(f"{base}/memories", params={"metadata_filter": '{"n": 7}'}).json()["entries"]
+    line = json.dumps({"id": "x", "app": A, "user": "u", "text": "t"})[:-1] + ', "n": ' + huge + "}"
+    r = ca.post(f"/v1/apps/{A}/import", content=line)
+    assert r.status_code == 422 and r.json()["field"] == "lines.1", r.text[:300]
+    assert f"longer than {MAX_NUMBER_CHARS}" in r.json()["message"]
+    r = ca.post(f"{base}/memories", content='{"text": "x", "metadata": {"n": ' + huge + "}}",
+                headers={"Content-Type": "application/json"})
+    assert r.status_code == 422 and r.json()["field"] == "body" and "digits" in r.json()["message"], r.text
+    r = ca.post(f"{base}/memories/search", content='{"query": "x", "max_results": ' + huge + "}",
+                headers={"Content-Type": "application/json"})
+    is_4xx(r)
+    assert [e["text"] for e in ca.get(f"{base}/memories").json()["entries"]] == ["a memory that must survive bad input"]
 
 
 # ------------------------------------------------------------------ keyword syntax
