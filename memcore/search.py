@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from memcore import fusion, tracing
+from memcore.ids import point_id
 from memcore.metadata import matches, pushdown
 from memcore.model import Entry, Kind, UserKey
 from memcore.ports import KeywordIndex, Vectors, VectorStore
@@ -96,23 +97,26 @@ def search_once(
         if lo <= hi:
             inside = lists.fused(lo, hi)
             fused = fusion.rrf([[i for i, _ in fused], [i for i, _ in inside]], k=knobs.rrf_k)
-    known, cos = lists.known, lists.cos
+    cos = lists.cos
+    known: dict[str, Entry] = {}
     floor = floor_of(opts.similarity_threshold, hybrid=True)
     hits: list[SearchHit] = []
     step = len(fused) if need is None else max(need, FETCH_CHUNK)
     for start in range(0, len(fused), max(step, 1)):
         chunk = fused[start: start + step]
-        missing = [i for i, _ in chunk if i not in known]
-        if missing:
+        wanted = [p for p, _ in chunk if p not in known]
+        if wanted:
             with tracing.store_span("memcluster.fetch_entries", db_system(vectors), "retrieve",
-                                    memcluster__count=len(missing)):
-                found, rows = vectors.get_with_vectors(key, missing)
+                                    memcluster__count=len(wanted)):
+                found, rows = vectors.get_points(key, wanted)
             for e, c in zip(found, cosines(qvec, rows), strict=True):
                 if e.active:
-                    known[e.id], cos[e.id] = e, c
-        hits += [_hit(known[i], s, cos[i]) for i, s in chunk
-                 if i in known and (floor is None or cos[i] >= floor)
-                 and matches(known[i].metadata, opts.metadata_filter) and (alive is None or alive(known[i]))]
+                    p = point_id(e.id)
+                    known[p] = e
+                    cos.setdefault(p, c)  # a dense hit keeps the cosine its list scored
+        hits += [_hit(known[p], s, cos[p]) for p, s in chunk
+                 if p in known and (floor is None or cos[p] >= floor)
+                 and matches(known[p].metadata, opts.metadata_filter) and (alive is None or alive(known[p]))]
         if need is not None and len(hits) >= need:
             break
     return hits
@@ -131,7 +135,8 @@ def db_system(store: object) -> str:
 
 
 class _Lists:
-    """The dense and BM25 lists of one query within a time range, fused; remembers the entries seen."""
+    """The dense and BM25 lists of one query within a time range, fused by point id
+    (:func:`memcore.ids.point_id`: the dense list reads no entries); remembers the dense cosines."""
 
     def __init__(self, vectors: VectorStore, keywords: KeywordIndex, key: UserKey, qvec: Vectors,
                  kind: Kind | None, text: str, pool: int, knobs: Knobs, meta: tuple[tuple[str, str], ...],
@@ -139,9 +144,8 @@ class _Lists:
         self.vectors, self.keywords, self.key, self.qvec, self.meta = vectors, keywords, key, qvec, meta
         self.topics, self.topics_match = tuple(opts.topics or ()), opts.topics_match
         self.kind, self.text, self.pool, self.knobs = kind, text, pool, knobs
-        self.known: dict[str, Entry] = {}
         self.cos: dict[str, float] = {}
-        """Entry id → its relevance (the dense list's cosine), for the entries the dense lists returned."""
+        """Point id → its relevance (the dense list's cosine), for the points the dense lists returned."""
 
     def fused(self, time_from: datetime | None, time_to: datetime | None) -> list[tuple[str, float]]:
         kn = self.knobs
@@ -150,14 +154,13 @@ class _Lists:
         if kn.dense_weight > 0 or kn.keyword_weight <= 0:
             with tracing.store_span("memcluster.vector_search", db_system(self.vectors), "search",
                                     memcluster__pool=self.pool) as sp:
-                dense = self.vectors.search(self.key, self.qvec, limit=self.pool, kind=self.kind,
-                                            time_from=time_from, time_to=time_to, metadata=self.meta,
-                                            topics=self.topics, topics_match=self.topics_match)
+                dense = self.vectors.search_points(self.key, self.qvec, limit=self.pool, kind=self.kind,
+                                                   time_from=time_from, time_to=time_to, metadata=self.meta,
+                                                   topics=self.topics, topics_match=self.topics_match)
                 if sp is not None:
                     sp.set_attribute("memcluster.results", len(dense))
-            self.known.update({e.id: e for e, _ in dense})
-            self.cos.update({e.id: c for e, c in dense})
-            rankings.append([e.id for e, _ in dense])
+            self.cos.update(dense)
+            rankings.append([p for p, _ in dense])
             weights.append(kn.dense_weight if kn.dense_weight > 0 else 1.0)
         if kn.keyword_weight > 0:
             with tracing.store_span("memcluster.keyword_search", db_system(self.keywords), "search",
@@ -167,6 +170,6 @@ class _Lists:
                                               topics_match=self.topics_match)
                 if sp is not None:
                     sp.set_attribute("memcluster.results", len(sparse))
-            rankings.append([i for i, _ in sparse])
+            rankings.append([point_id(i) for i, _ in sparse])
             weights.append(kn.keyword_weight)
         return fusion.rrf(rankings, k=kn.rrf_k, weights=weights)

@@ -83,9 +83,9 @@ def markdown(res: dict) -> str:
     for n, r in res["adapters"].get("edge", {}).items():
         b, keys = r["breakdown"], ("total", "vector_search", "keyword_search", "entry_fetch", "payload_parse")
         rows.append([f"{int(n):,}", *(f"{b['mean_ms_per_query'][k]:.2f}" for k in (*keys, "fusion_hits_other")),
-                     b["missing_ids_fetched_per_query"]])
+                     b.get("entries_fetched_per_query", b.get("missing_ids_fetched_per_query"))])
     lines += md_table(["entries", "total", "vector search", "keyword search", "entry fetch",
-                       "payload parse (inside the two before)", "fusion, hits, other", "ids fetched"], rows)
+                       "payload parse (inside the two before)", "fusion, hits, other", "entries fetched"], rows)
     return "\n".join(lines) + "\n"
 
 

@@ -118,7 +118,7 @@ def breakdown(svc: Any, queries: list, qvecs: np.ndarray) -> dict[str, Any]:
     names = ("vector_search", "payload_parse", "keyword_search", "entry_fetch", "total")
     sw = {k: Stopwatch() for k in names}
     fetched: list[int] = []
-    fetch = "get_with_vectors"  # the hybrid search fetches the entries only the keyword list found, with vectors
+    fetch = "get_points"  # the hybrid search fuses point ids, then fetches the entries of the hits it returns
     get = getattr(svc.vectors, fetch)
 
     def counted_get(key: Any, ids: Any) -> Any:
@@ -126,7 +126,7 @@ def breakdown(svc: Any, queries: list, qvecs: np.ndarray) -> dict[str, Any]:
         return get(key, ids)
 
     setattr(svc.vectors, fetch, counted_get)
-    targets = [(svc.vectors, "search", sw["vector_search"]), (svc.keywords, "search", sw["keyword_search"]),
+    targets = [(svc.vectors, "search_points", sw["vector_search"]), (svc.keywords, "search", sw["keyword_search"]),
                (svc.vectors, fetch, sw["entry_fetch"]), (svc, "search", sw["total"])]
     if isinstance(svc.vectors, qedge.QdrantEdgeStore | TieredEdgeStore):  # Entry parsing inside the edge stores
         targets.append((qedge, "from_payload", sw["payload_parse"]))
@@ -140,8 +140,9 @@ def breakdown(svc: Any, queries: list, qvecs: np.ndarray) -> dict[str, Any]:
     ms["fusion_hits_other"] = round(ms["total"] - ms["vector_search"] - ms["keyword_search"] - ms["entry_fetch"], 3)
     prof = profile_top(lambda j: svc.search(queries[j][1], {"query": queries[j][0]}, query_vector=qvecs[j]),
                        range(len(queries)))
-    return {"mean_ms_per_query": ms, "missing_ids_fetched_per_query": round(sum(fetched) / len(queries), 1),
-            "note": "payload_parse = Entry.model_validate of each point returned (inside vector_search/entry_fetch)",
+    return {"mean_ms_per_query": ms, "entries_fetched_per_query": round(sum(fetched) / len(queries), 1),
+            "note": "vector_search: the dense list, point ids and cosines (no payload); entry_fetch: the entries of "
+                    "the hits returned; payload_parse = Entry.model_validate of each point fetched (in entry_fetch)",
             "profile": prof}
 
 

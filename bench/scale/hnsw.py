@@ -38,23 +38,39 @@ def side_traffic(shards: Shards, small: list[Any], qt: list[str], qv: np.ndarray
     timed, with the keyword index committed (untimed) after each round's writes, as its background committer
     would (a search right after a write would otherwise pay the commit), until ``until()`` is true or the
     writes run out; p50/p99 of each."""
-    search_ms: list[float] = []
-    write_ms: list[float] = []
+    search_ms: list[tuple[float, float]] = []
+    write_ms: list[tuple[float, float]] = []
     j = w = 0
     while not until() and w < len(writes):
         for _ in range(searches):
             key = small[j % len(small)]
             t0 = time.perf_counter()
             shards.core(key).search(key, {"query": qt[j % len(qt)]}, qv[j % len(qt)])
-            search_ms.append((time.perf_counter() - t0) * 1e3)
+            search_ms.append((t0, (time.perf_counter() - t0) * 1e3))
             j += 1
         for wkey, _sessions, mems, vecs in writes[w:w + per_round]:
             t0 = time.perf_counter()
             shards.core(wkey).add_many(wkey, mems, vecs)
-            write_ms.append((time.perf_counter() - t0) * 1e3)
+            write_ms.append((t0, (time.perf_counter() - t0) * 1e3))
         w += per_round
         shards.commit()
-    return {"search": percentiles(search_ms), "write": percentiles(write_ms), "load_average": load_average()}
+    return {"search": percentiles([ms for _, ms in search_ms]), "write": percentiles([ms for _, ms in write_ms]),
+            "load_average": load_average(), "samples": {"search": search_ms, "write": write_ms}}
+
+
+def by_phase(during: dict[str, Any], start: float, build: dict[str, Any]) -> dict[str, Any]:
+    """The "during" calls split by the build's phase at their start: the export (on the shard's process, its
+    pages holding the GIL a moment each), the build process (HNSW, off the shard's process) and the catch-up
+    and switch after it; p50/p99 of each (from the calls' start times and the phases' durations)."""
+    export_end = start + float(build.get("export_s", 0.0))
+    build_end = export_end + float(build.get("build_s", 0.0))
+    out: dict[str, Any] = {}
+    for kind, samples in during.pop("samples").items():
+        phases: dict[str, list[float]] = {"export": [], "build": [], "catch_up_switch": []}
+        for t0, ms in samples:
+            phases["export" if t0 < export_end else "build" if t0 < build_end else "catch_up_switch"].append(ms)
+        out[kind] = {name: percentiles(ms) for name, ms in phases.items() if ms}
+    return out
 
 
 def plot(res: dict[str, Any], path: Path) -> None:
@@ -132,6 +148,7 @@ def main(argv: list[str] | None = None) -> int:
             writes = list(backfill_calls(pop, first, first + n_writes, 1))
             res["side_without_build"] = side_traffic(shards, small, qt, qv, writes[: args.side_calls],
                                                      lambda: False)
+            res["side_without_build"].pop("samples")
             vectors = shards.cores[0].service.vectors
             built: dict[str, Any] = {}
             worker = threading.Thread(target=lambda: built.update(vectors.build(user_key(big))))
@@ -141,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
                                                     lambda: not worker.is_alive())
             worker.join()
             res["build"] = {**built, "seconds": round(time.perf_counter() - t0, 1), "load_average": load_average()}
+            res["side_during_build_by_phase"] = by_phase(res["side_during_build"], t0, built)
             res["after"] = measure(shards, big, small, qt, qv, args.warmup)
         finally:
             shards.close()
@@ -157,6 +175,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{k}: small search {r['search'].get('p50')} / {r['search'].get('p99')} ms, write "
               f"{r['write'].get('p50')} / {r['write'].get('p99')} ms (n={r['search']['n']})")
     print(f"build {res['build']}")
+    for kind, phases in res["side_during_build_by_phase"].items():
+        print(f"during the build, small {kind} by phase: " + ", ".join(
+            f"{name} {v['p50']:.2f} / {v['p99']:.2f} ms (n={v['n']})" for name, v in phases.items()))
     return 0
 
 

@@ -334,6 +334,28 @@ class TieredEdgeStore:
                                            time_to=time_to, metadata=metadata, topics=topics,
                                            topics_match=topics_match)
 
+    def search_points(
+        self,
+        key: UserKey,
+        vector: npt.NDArray[np.float32],
+        *,
+        limit: int,
+        kind: Kind | None = None,
+        time_from: datetime | None = None,
+        time_to: datetime | None = None,
+        metadata: Sequence[tuple[str, str]] = (),
+        topics: Sequence[str] = (),
+        topics_match: TopicsMatch = "any",
+    ) -> list[tuple[str, float]]:
+        with self._rw.shared():
+            return self._store(key).search_points(key, vector, limit=limit, kind=kind, time_from=time_from,
+                                                  time_to=time_to, metadata=metadata, topics=topics,
+                                                  topics_match=topics_match)
+
+    def get_points(self, key: UserKey, pids: Sequence[str]) -> tuple[list[Entry], Vectors]:
+        with self._rw.shared():
+            return self._store(key).get_points(key, pids)
+
     def scroll(self, key: UserKey | None = None, *, include_deleted: bool = True) -> Iterator[Entry]:
         """Every entry of ``key`` (or of every tier when ``key`` is None), in point-id order."""
         if key is not None:

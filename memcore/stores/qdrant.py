@@ -37,6 +37,8 @@ from memcore.stores.qdrant_common import (
     from_payload,
     in_request_order,
     paginate,
+    point_ids,
+    points_filter,
     query_vector,
     scope_filter,
     to_payload,
@@ -228,19 +230,25 @@ class QdrantServerStore:
 
     def get_with_vectors(self, key: UserKey, ids: Sequence[str]) -> tuple[list[Entry], Vectors]:
         """:meth:`get` with each found entry's stored vector (one row each, in the entries' order)."""
-        if not ids:
+        found, rows = self.get_points(key, point_ids(ids))
+        order = {e.id: i for i, e in enumerate(found)}
+        entries = in_request_order(found, ids)
+        return entries, rows[[order[e.id] for e in entries]] if entries else rows
+
+    def get_points(self, key: UserKey, pids: Sequence[str]) -> tuple[list[Entry], Vectors]:
+        """The entries of ``key`` under these point ids (tombstones included) with their stored vectors, in the
+        store's order; unknown ids are absent."""
+        if not pids:
             return [], np.zeros((0, self.dim), dtype=np.float32)
-        spec = scope_filter(key, ids=ids)
+        spec = points_filter(key, pids)
         with self._engine("get") as client:
             records, _ = client.scroll(
                 self.collection, scroll_filter=_scoped(spec), limit=len(spec.point_ids or ()), with_payload=True,
                 with_vectors=True,
             )
-            found = {e.id: (e, r.vector) for r in records if belongs(e := from_payload(r.payload), key)}
-        entries = in_request_order([e for e, _ in found.values()], ids)
-        rows = [v.get("", next(iter(v.values()))) if isinstance(v, dict) else v
-                for v in (found[e.id][1] for e in entries)]
-        return entries, np.asarray(rows, dtype=np.float32).reshape(-1, self.dim)
+            found = [(e, r.vector) for r in records if belongs(e := from_payload(r.payload), key)]
+        rows = [v.get("", next(iter(v.values()))) if isinstance(v, dict) else v for _, v in found]
+        return [e for e, _ in found], np.asarray(rows, dtype=np.float32).reshape(-1, self.dim)
 
     def search(
         self,
@@ -272,6 +280,28 @@ class QdrantServerStore:
             )
             hits = [(from_payload(p.payload), float(p.score)) for p in response.points]
         return [(e, s) for e, s in hits if belongs(e, key)]
+
+    def search_points(
+        self,
+        key: UserKey,
+        vector: npt.NDArray[np.float32],
+        *,
+        limit: int,
+        kind: Kind | None = None,
+        time_from: datetime | None = None,
+        time_to: datetime | None = None,
+        metadata: Sequence[tuple[str, str]] = (),
+        topics: Sequence[str] = (),
+        topics_match: TopicsMatch = "any",
+    ) -> list[tuple[str, float]]:
+        """:meth:`search` as (point id, cosine) pairs: no payload is read (the filter still scopes the user)."""
+        spec = scope_filter(key, active_only=True, kind=kind, time_from=time_from, time_to=time_to, metadata=metadata,
+                            topics=topics, topics_match=topics_match)
+        with self._engine("search") as client:
+            response = client.query_points(self.collection, query=query_vector(vector, self.dim),
+                                           query_filter=_scoped(spec), limit=check_limit(limit), with_payload=False,
+                                           with_vectors=False)
+            return [(str(p.id), float(p.score)) for p in response.points]
 
     def scroll(self, key: UserKey | None = None, *, include_deleted: bool = True) -> Iterator[Entry]:
         """Every entry of ``key`` (or of the whole collection when ``key`` is None), in point-id order."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Literal, TypeVar
 
@@ -106,6 +106,11 @@ def scope_filter(
         ranges = (Range("event_ts", gte=lo, lte=hi),)
     pids = tuple(point_ids(ids)) if ids is not None else None
     return FilterSpec(matches=tuple(matches), any_of=any_of, ranges=ranges, point_ids=pids, active_only=active_only)
+
+
+def points_filter(key: UserKey, pids: Sequence[str]) -> FilterSpec:
+    """The filter of a read by point ids (:func:`memcore.ids.point_id`) within ``key``'s scope."""
+    return replace(scope_filter(key), point_ids=tuple(unique(list(pids))))
 
 
 def unique(ids: Sequence[str]) -> list[str]:

@@ -49,6 +49,8 @@ from memcore.stores.qdrant_common import (
     from_payload,
     in_request_order,
     paginate,
+    point_ids,
+    points_filter,
     query_vector,
     scope_filter,
     to_payload,
@@ -61,6 +63,11 @@ TOMBSTONE_FIELD = "deleted_at"
 EDGE_INDEXES: dict[str, Literal["keyword", "float", "bool"]] = {
     f: k for f, k in INDEXED_FIELDS.items() if f != "deleted"
 } | {TOMBSTONE_FIELD: "keyword"}
+
+
+HNSW_M, HNSW_EF_CONSTRUCT, FULL_SCAN_THRESHOLD_KB = 16, 100, 10_000
+"""Qdrant's default HNSW graph (links per node, build beam, size under which a filtered search scans instead),
+stated where a build sets its thread count (the engine takes the graph and the threads together)."""
 
 
 def edge_filter(spec: FilterSpec) -> qe.Filter | None:
@@ -108,9 +115,11 @@ class QdrantEdgeStore:
     """``db.system.name`` in search spans."""
 
     def __init__(self, path: str | Path, dim: int, *, shard: int | None = None,
-                 indexing_threshold_kb: int | None = None) -> None:
+                 indexing_threshold_kb: int | None = None, indexing_threads: int | None = None) -> None:
         """``indexing_threshold_kb``: the engine's optimizer builds HNSW for segments above this size (None:
-        the engine's default, 10 MB; the build process of a dedicated store indexes whatever it holds)."""
+        the engine's default, 10 MB; the build process of a dedicated store indexes whatever it holds);
+        ``indexing_threads``: threads of an HNSW build (None: the engine's default, every CPU), with the
+        engine's default graph (:data:`HNSW_M`, :data:`HNSW_EF_CONSTRUCT`, :data:`FULL_SCAN_THRESHOLD_KB`)."""
         if dim < 1:
             raise ValueError("dim must be at least 1")
         self.dim = dim
@@ -119,7 +128,10 @@ class QdrantEdgeStore:
         self._lock = threading.RLock()
         optimizers = None if indexing_threshold_kb is None else qe.EdgeOptimizersConfig(
             indexing_threshold=indexing_threshold_kb)
-        config = qe.EdgeConfig(vectors=qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine),
+        hnsw = None if indexing_threads is None else qe.HnswIndexConfig(
+            m=HNSW_M, ef_construct=HNSW_EF_CONSTRUCT, full_scan_threshold=FULL_SCAN_THRESHOLD_KB,
+            max_indexing_threads=indexing_threads)
+        config = qe.EdgeConfig(vectors=qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine, hnsw_config=hnsw),
                                optimizers=optimizers)
         try:
             self.path.mkdir(parents=True, exist_ok=True)
@@ -217,17 +229,24 @@ class QdrantEdgeStore:
 
     def get_with_vectors(self, key: UserKey, ids: Sequence[str]) -> tuple[list[Entry], Vectors]:
         """:meth:`get` with each found entry's stored vector (one row each, in the entries' order)."""
-        if not ids:
+        found, rows = self.get_points(key, point_ids(ids))
+        order = {e.id: i for i, e in enumerate(found)}
+        entries = in_request_order(found, ids)
+        return entries, rows[[order[e.id] for e in entries]] if entries else rows
+
+    def get_points(self, key: UserKey, pids: Sequence[str]) -> tuple[list[Entry], Vectors]:
+        """The entries of ``key`` under these point ids (tombstones included) with their stored vectors, in the
+        store's order; unknown ids are absent."""
+        if not pids:
             return [], np.zeros((0, self.dim), dtype=np.float32)
-        spec = scope_filter(key, ids=ids)
+        spec = points_filter(key, pids)
         request = qe.ScrollRequest(limit=len(spec.point_ids or ()), filter=self._filter(spec), with_payload=True,
                                    with_vector=True)
         with self._engine("get") as shard:
             records, _ = shard.scroll(request)
-            found = {e.id: (e, r.vector) for r in records if belongs(e := from_payload(r.payload), key)}
-        entries = in_request_order([e for e, _ in found.values()], ids)
-        rows = np.asarray([_dense(found[e.id][1]) for e in entries], dtype=np.float32).reshape(-1, self.dim)
-        return entries, rows
+            found = [(e, r.vector) for r in records if belongs(e := from_payload(r.payload), key)]
+        rows = np.asarray([_dense(v) for _, v in found], dtype=np.float32).reshape(-1, self.dim)
+        return [e for e, _ in found], rows
 
     def search(
         self,
@@ -258,6 +277,27 @@ class QdrantEdgeStore:
             hits = [(from_payload(p.payload), float(p.score)) for p in shard.query(request)]
         return [(e, s) for e, s in hits if belongs(e, key)]
 
+    def search_points(
+        self,
+        key: UserKey,
+        vector: npt.NDArray[np.float32],
+        *,
+        limit: int,
+        kind: Kind | None = None,
+        time_from: datetime | None = None,
+        time_to: datetime | None = None,
+        metadata: Sequence[tuple[str, str]] = (),
+        topics: Sequence[str] = (),
+        topics_match: TopicsMatch = "any",
+    ) -> list[tuple[str, float]]:
+        """:meth:`search` as (point id, cosine) pairs: no payload is read (the filter still scopes the user)."""
+        spec = scope_filter(key, active_only=True, kind=kind, time_from=time_from, time_to=time_to, metadata=metadata,
+                            topics=topics, topics_match=topics_match)
+        request = qe.QueryRequest(limit=check_limit(limit), query=qe.Query.Nearest(query_vector(vector, self.dim)),
+                                  filter=self._filter(spec), with_payload=False, with_vector=False)
+        with self._engine("search") as shard:
+            return [(str(p.id), float(p.score)) for p in shard.query(request)]
+
     def scroll(self, key: UserKey | None = None, *, include_deleted: bool = True) -> Iterator[Entry]:
         """Every entry of ``key`` (or of the whole store when ``key`` is None), in point-id order."""
         flt = edge_filter(scope_filter(key, active_only=not include_deleted))
@@ -271,13 +311,14 @@ class QdrantEdgeStore:
         return paginate(fetch)
 
     def scroll_with_vectors(
-        self, key: UserKey | None = None, *, include_deleted: bool = True
+        self, key: UserKey | None = None, *, include_deleted: bool = True, page: int = SCROLL_PAGE
     ) -> Iterator[tuple[list[Entry], Vectors]]:
-        """Pages of (entries, their vectors) of ``key`` (or of the whole store), for copying a store."""
+        """Pages of (entries, their vectors) of ``key`` (or of the whole store), for copying a store; ``page``:
+        points per engine call (the call converts them holding the GIL)."""
         flt = edge_filter(scope_filter(key, active_only=not include_deleted))
         offset: Any = None
         while True:
-            request = qe.ScrollRequest(offset=offset, limit=SCROLL_PAGE, filter=flt, with_payload=True,
+            request = qe.ScrollRequest(offset=offset, limit=check_limit(page), filter=flt, with_payload=True,
                                        with_vector=True)
             with self._engine("scroll") as shard:
                 records, offset = shard.scroll(request)

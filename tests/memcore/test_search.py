@@ -118,8 +118,8 @@ def test_search_merges_verbatim_windows(service: MemoryService) -> None:
 @pytest.mark.parametrize("backend", ["edge", "server"])
 def test_a_pass_that_needs_the_first_hits_resolves_only_them_and_returns_the_same_prefix(
         make_service: Callable[..., MemoryService], backend: str) -> None:
-    """``need``: the fused list is resolved a chunk at a time, so the entries only the keyword list found are
-    fetched for the first chunks alone; the hits are the full pass's first ones, in its order."""
+    """``need``: the fused list (point ids: the dense list reads no entries) is resolved a chunk at a time, so
+    only the first chunks' entries are fetched; the hits are the full pass's first ones, in its order."""
     from memcore.search import FETCH_CHUNK, search_once
 
     service = make_service(backend)
@@ -129,19 +129,19 @@ def test_a_pass_that_needs_the_first_hits_resolves_only_them_and_returns_the_sam
     opts = SearchOptions(query="ferry ticket for the morning trip", max_results=10)
     qvec = service.embedder.embed_queries([opts.query])[0]
     fetched: list[int] = []
-    fetch = service.vectors.get_with_vectors
+    fetch = service.vectors.get_points
 
-    def counting(key: UserKey, ids: list[str]):  # type: ignore[no-untyped-def]
-        fetched.append(len(ids))
-        return fetch(key, ids)
+    def counting(key: UserKey, pids: list[str]):  # type: ignore[no-untyped-def]
+        fetched.append(len(pids))
+        return fetch(key, pids)
 
-    service.vectors.get_with_vectors = counting  # type: ignore[method-assign]
+    service.vectors.get_points = counting  # type: ignore[method-assign]
     full = search_once(service.vectors, service.keywords, service.config, A, opts, qvec, None)
     fetched_full, fetched[:] = sum(fetched), []
     first = search_once(service.vectors, service.keywords, service.config, A, opts, qvec, None, need=12)
     assert len(full) > FETCH_CHUNK and len(first) >= 12
     assert [(h.entry.id, h.score) for h in first] == [(h.entry.id, h.score) for h in full[: len(first)]]
-    assert sum(fetched) < fetched_full
+    assert sum(fetched) < fetched_full and max(fetched) <= max(12, FETCH_CHUNK)
     # entries ``alive`` rejects are left out, and the pass still finds ``need`` hits
     dropped = {h.entry.id for h in full[:5]}
     kept = search_once(service.vectors, service.keywords, service.config, A, opts, qvec, None, need=12,

@@ -21,7 +21,7 @@ import pytest
 from qdrant_client import QdrantClient
 
 from memcore.errors import StoreError
-from memcore.ids import memory_id
+from memcore.ids import memory_id, point_id
 from memcore.model import Entry, Kind, Memory, Source, UserKey
 from memcore.ports import VectorStore
 from memcore.stores.edge_tiers import TieredEdgeStore
@@ -169,6 +169,28 @@ def test_tombstones_hidden_from_search_but_returned_by_get(store: VectorStore) -
     # a tombstone written by upsert is hidden too
     store.upsert([tomb], v[:1])
     assert es[0].id not in ids(store.search(ALICE, v[0], limit=10))
+
+
+def test_search_points_is_search_without_the_entries(store: VectorStore) -> None:
+    """(point id, cosine) of each hit, the same hits and order as :meth:`search` (tombstones and other users
+    left out); ``get_points`` gives the entries and stored vectors back, scoped to the user."""
+    v = unit(12, seed=8)
+    es = [entry(f"fact {i}") for i in range(10)] + [entry("fact 0", BOB), entry("gone", deleted=True)]
+    store.upsert(es, v)
+    q = unit(1, seed=9)[0]
+    hits = store.search(ALICE, q, limit=8)
+    points = store.search_points(ALICE, q, limit=8)
+    assert [p for p, _ in points] == [point_id(e.id) for e, _ in hits]
+    assert [s for _, s in points] == pytest.approx([s for _, s in hits], abs=1e-6)
+    found, rows = store.get_points(ALICE, [p for p, _ in points] + [point_id(es[10].id), point_id("nothing")])
+    assert {e.id for e in found} == {e.id for e, _ in hits}  # Bob's point and an unknown id are absent
+    by_id = {e.id: i for i, e in enumerate(es)}
+    for e, row in zip(found, rows, strict=True):
+        assert np.allclose(row, v[by_id[e.id]], atol=1e-5)
+    tomb, tomb_rows = store.get_points(ALICE, [point_id(es[11].id)])
+    assert [e.id for e in tomb] == [es[11].id] and tomb_rows.shape == (1, DIM)  # tombstones included
+    empty, empty_rows = store.get_points(ALICE, [])
+    assert empty == [] and empty_rows.shape == (0, DIM)
 
 
 def test_scope_isolation(store: VectorStore) -> None:
@@ -336,7 +358,10 @@ def _scenario(store: VectorStore) -> list[object]:
             out.append(("kind", [(e.id, s) for e, s in store.search(key, q, limit=15, kind=Kind.EPISODE)]))
             rng = {"time_from": T0 + timedelta(hours=50), "time_to": T0 + timedelta(hours=250)}
             out.append(("time", [(e.id, s) for e, s in store.search(key, q, limit=15, **rng)]))  # type: ignore[arg-type]
+            out.append(("points", store.search_points(key, q, limit=15, kind=Kind.FACT)))
         out.append(("get", store.get(key, [e.id for e in es[::3]])))
+        found, rows = store.get_points(key, [point_id(e.id) for e in es[::5]])
+        out.append(("get_points", sorted((e.id, tuple(np.round(r, 4))) for e, r in zip(found, rows, strict=True))))
         out.append(("expiry", [(e.id, e.expires_at) for e in store.scroll(key)]))
         out.append(("scroll", [e.id for e in store.scroll(key)]))
         out.append(("scroll-active", [e.id for e in store.scroll(key, include_deleted=False)]))
