@@ -57,9 +57,8 @@ def lower_priority() -> None:
 
 
 def build_threads() -> int:
-    """Threads of an HNSW build: every CPU this process may use but one, which the shard keeps (on 2 cores a
-    2-thread build measured other users' search p99 at 2.6x its value without a build, despite the lower
-    priority); at least one."""
+    """Threads of an HNSW build: every CPU this process may use but one, which the shard keeps; at least one
+    (docs/benchmarks.md, "Scale": what the build costs other users' searches)."""
     return max(1, len(os.sched_getaffinity(0)) - 1)
 
 
