@@ -54,7 +54,8 @@ def plot(res: dict[str, Any], path: Path) -> None:
     ax1.set_xticks(range(len(SHOWN)), [label for _, label in SHOWN])
     ax1.set_ylim(0, 1)
     ax1.set_title("LoCoMo recall (95 % intervals)")
-    ax1.legend()
+    if names:  # none when every side was left out (not_run)
+        ax1.legend()
     for j, q in enumerate(("p50", "p99")):
         ax2.bar([i + (j - 0.5) * 0.35 for i in range(len(names))], [res["sides"][n]["search_ms"][q] for n in names],
                 0.35, label=q)

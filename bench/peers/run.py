@@ -1,4 +1,4 @@
-"""memcluster and Mem0 side by side, one run on one machine: LoCoMo recall, tokens and search latency.
+"""memcluster, Mem0 and MemPalace side by side, one run on one machine: LoCoMo recall, tokens and search latency.
 
     unshare -n sh -c 'ip link set lo up && .venv/bin/python -m bench.peers --out bench/results/peers.json'
 
@@ -13,14 +13,26 @@
   Without spaCy and fastembed (extras that download models) Mem0 leaves out its entity boost and BM25
   and searches the vectors alone; the report says so.
 
-Both are scored by :mod:`bench.retrieval.recall` (the ARCHITECTURE.md rules: categories 1-4, top 10, a
-result's turns from its provenance; Mem0's from the ``dia_id`` stored with each memory), with bootstrap 95 %
-intervals. MemPalace is not in this run (see the report's ``not_run``). Writes JSON, markdown and a PNG.
+- **MemPalace in its own process** (mempalace 3.11.0 as it ships, in the overlay ``.venv-peers`` that
+  ``scripts/peers-venv`` builds: its chromadb pins stay out of ``.venv``): ``.venv-peers/bin/python -m
+  bench.peers.mempalace`` (:mod:`bench.peers.mempalace`), HOME and the palace inside the run's temp dir; one
+  drawer per session through its ``mempalace_add_drawer`` tool (which cuts a session into 800-character chunks),
+  wing per user; ``search_memories(wing=user, n_results=10)``, its hybrid BM25 + vector ranking; chromadb's
+  default embedder all-MiniLM-L6-v2, its ONNX files exported from the packaged weights and checked against
+  sentence-transformers before filing (chromadb would download them otherwise). Latency is the call's, query
+  embedding included. Without ``.venv-peers`` the side is not run (``not_run`` says why).
+
+All are scored by :mod:`bench.retrieval.recall` (the ARCHITECTURE.md rules: categories 1-4, top 10, a
+result's turns from its provenance; Mem0's from the ``dia_id`` stored with each memory, MemPalace's from the
+turns of its ``source_file``'s session that the returned chunk holds), with bootstrap 95 % intervals. Writes
+JSON, markdown and a PNG.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import tempfile
 import time
 import uuid
@@ -30,11 +42,14 @@ from typing import Any
 
 from bench.harness.cli import parser
 from bench.harness.locomo import LOCOMO, QA, Conversation, line, load, turn_ids
-from bench.harness.report import load_average, machine_info, write_json
+from bench.harness.report import ROOT, load_average, machine_info, write_json
 from bench.harness.timing import percentiles
 from bench.retrieval.recall import HEADLINE, MAIN_CATEGORIES, Scored, aggregate, bootstrap_ci, score
 
 APP = "locomo"
+SIDES = ("memcluster", "mem0", "mempalace")
+PEERS_VENV = ROOT / ".venv-peers"
+"""The overlay environment MemPalace runs in (``scripts/peers-venv``)."""
 TOP_K = 10
 WARMUP = 20
 Hits = list[tuple[str, tuple[str, ...]]]
@@ -142,6 +157,20 @@ def run_mem0(convs: Sequence[Conversation], questions: list[tuple[Conversation, 
     return measure("mem0", questions, search, ingest, config)
 
 
+def run_mempalace(data: Path, limit: int | None, workdir: Path, log: Log) -> dict[str, Any]:
+    """:mod:`bench.peers.mempalace` in ``.venv-peers``'s interpreter, started with its sandbox (HOME inside
+    ``workdir``); the side's dict it writes."""
+    from bench.peers.mempalace import sandbox
+
+    home, out = workdir.resolve() / "mempalace", workdir.resolve() / "mempalace.json"
+    cmd = [str(PEERS_VENV / "bin" / "python"), "-m", "bench.peers.mempalace", "--data", str(data.resolve()),
+           "--workdir", str(home), "--out", str(out), *(["--limit", str(limit)] if limit else [])]
+    log("mempalace: " + " ".join(cmd))
+    subprocess.run(cmd, cwd=ROOT, check=True, env={**os.environ, **sandbox(home)})
+    side: dict[str, Any] = json.loads(out.read_text())
+    return side
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from bench.peers.report import markdown, plot
 
@@ -149,7 +178,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--data", type=Path, default=LOCOMO)
     ap.add_argument("--limit", type=int, default=None, help="the first N conversations only")
     ap.add_argument("--port", type=int, default=18766, help="memcluster's HTTP port on 127.0.0.1")
-    ap.add_argument("--peers", default="memcluster,mem0", help="which sides run, comma-separated")
+    ap.add_argument("--peers", default=",".join(SIDES), help="which sides run, comma-separated")
     ap.add_argument("--workdir", type=Path, default=None, help="where the stores go (a temp dir inside it)")
     ap.add_argument("--out", type=Path, default=Path("bench/results/peers.json"))
     args = ap.parse_args(argv)
@@ -159,12 +188,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     def log(msg: str) -> None:
         print(msg, flush=True)
 
-    res: dict[str, Any] = {"machine": machine_info(), "conversations": len(convs), "questions": len(questions),
-                           "sides": {}, "not_run": {"mempalace": (
-                               "MemPalace 3.11 needs chromadb, whose default embedder (all-MiniLM-L6-v2 ONNX) it "
-                               "downloads on first use: nothing may be downloaded here, and it is not installed; "
-                               "its figures in docs/benchmarks.md come from ARCHITECTURE.md, not from this run")}}
     wanted = [p.strip() for p in args.peers.split(",") if p.strip()]
+    if unknown := [side for side in wanted if side not in SIDES]:
+        ap.error(f"unknown side {unknown[0]!r} ({', '.join(SIDES)})")
+    res: dict[str, Any] = {"machine": machine_info(), "conversations": len(convs), "questions": len(questions),
+                           "sides": {}, "not_run": {side: "not in --peers" for side in SIDES if side not in wanted}}
     with tempfile.TemporaryDirectory(prefix="bench-peers-", dir=args.workdir) as tmp:
         for side in wanted:
             log(f"--- {side}")
@@ -172,8 +200,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 res["sides"][side] = run_memcluster(args.data, convs, questions, args.port, Path(tmp), log)
             elif side == "mem0":
                 res["sides"][side] = run_mem0(convs, questions, Path(tmp), log)
+            elif not (PEERS_VENV / "bin" / "python").exists():
+                res["not_run"][side] = (f"{PEERS_VENV.name} is missing: MemPalace 3.11 (chromadb 1.5) runs in that "
+                                        "overlay environment; build it with scripts/peers-venv")
             else:
-                ap.error(f"unknown side {side!r} (memcluster, mem0)")
+                res["sides"][side] = run_mempalace(args.data, args.limit, Path(tmp), log)
     res["load_average_end"] = load_average()
     write_json(args.out, res)
     args.out.with_suffix(".md").write_text("\n".join(markdown(res)) + "\n")
