@@ -4,11 +4,18 @@ Re-extraction swaps the service a shard serves from (a new generation) while eve
 at the shard's writes gate; everything else in the shard (the API calls, the extraction jobs, the
 maintenance thread, the generation bookkeeping) holds this object and asks it for the service at
 each use, so nobody keeps a stale one.
+
+A compaction closes the serving service's stores, swaps fresh ones in and opens them again. Reads take
+the service with :meth:`CurrentService.reading`, and the compaction holds :meth:`CurrentService.closing`
+over that window: it waits for the reads in flight, and reads that arrive meanwhile wait for the reopened
+service instead of failing on a closed store.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from memcore.service import MemoryService
 
@@ -19,6 +26,9 @@ class CurrentService:
     def __init__(self, service: MemoryService) -> None:
         self._service = service
         self._lock = threading.Lock()
+        self._cond = threading.Condition(threading.Lock())
+        self._readers = 0
+        self._closing = False
 
     def get(self) -> MemoryService:
         with self._lock:
@@ -29,3 +39,35 @@ class CurrentService:
         with self._lock:
             old, self._service = self._service, service
             return old
+
+    @contextmanager
+    def reading(self) -> Iterator[MemoryService]:
+        """The current service, kept open for the block (a compaction's :meth:`closing` waits for it)."""
+        with self._cond:
+            while self._closing:
+                self._cond.wait()
+            self._readers += 1
+        try:
+            yield self.get()
+        finally:
+            with self._cond:
+                self._readers -= 1
+                if not self._readers:
+                    self._cond.notify_all()
+
+    @contextmanager
+    def closing(self) -> Iterator[None]:
+        """Exclusive use of the serving service (to close and replace it): waits for the reads in flight,
+        holds new ones until the block ends. Not reentrant, and never taken inside :meth:`reading`."""
+        with self._cond:
+            while self._closing:
+                self._cond.wait()
+            self._closing = True  # new reads wait from here on (no reader starves the compaction)
+            while self._readers:
+                self._cond.wait()
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._closing = False
+                self._cond.notify_all()

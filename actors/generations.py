@@ -255,8 +255,9 @@ class Generations(ShardPart):
         """Rewrite every generation's stores without deleted data, writes frozen: embedded vector stores are
         copied point by point into fresh directories (:mod:`memcore.stores.qdrant_edge`), keyword indexes
         rebuilt into fresh ones. The serving generation is copied while it still serves reads, then
-        closed, swapped and reopened (a read in that moment may fail: 503, retry). Skipped while a
-        re-extraction builds a generation."""
+        closed, swapped and reopened with reads held (:meth:`actors.current.CurrentService.closing`: a read
+        waits for the reopened stores instead of failing). Skipped while a re-extraction builds a
+        generation."""
         with self._lock:
             if self.staging is not None:
                 return {"shard": self.shard, "skipped": f"generation {self.staging.generation} is being built"}
@@ -286,16 +287,17 @@ class Generations(ShardPart):
             self.layout.reindex(served.vectors, fresh)
         finally:
             fresh.close()
-        _close(served)
-        try:
-            if embedded:
-                edge_tiers.swap_in(vectors)  # the fresh copy holds every tier: the tiers go
-            self.layout.swap_in_keywords(self.current)
-        finally:  # serve again, compacted or (a failure) as it was; a lost keyword index is rebuilt below
-            service = self._build(self.current)
-            if self.layout.stale(service.vectors, service.keywords):
-                self.layout.reindex(service.vectors, service.keywords)
-            self.served.replace(service)
+        with self.served.closing():  # reads in flight finish first; new ones wait for the reopened stores
+            _close(served)
+            try:
+                if embedded:
+                    edge_tiers.swap_in(vectors)  # the fresh copy holds every tier: the tiers go
+                self.layout.swap_in_keywords(self.current)
+            finally:  # serve again, compacted or (a failure) as it was; a lost keyword index is rebuilt below
+                service = self._build(self.current)
+                if self.layout.stale(service.vectors, service.keywords):
+                    self.layout.reindex(service.vectors, service.keywords)
+                self.served.replace(service)
         return points
 
     def _compact_closed(self, generation: int, embedded: bool) -> int:

@@ -147,12 +147,15 @@ class ShardCore:
         dirty.unlink(missing_ok=True)
         return count
 
+    def _counts(self) -> dict[str, int]:
+        with self.current.reading() as service:
+            return {"entries": self.layout.owned_count(service.vectors), "keyword_docs": service.keywords.count()}
+
     def status(self) -> dict[str, Any]:
         return {
             "shard": self.shard,
             "pid": os.getpid(),
-            "entries": self.layout.owned_count(self.service.vectors),
-            "keyword_docs": self.service.keywords.count(),
+            **self._counts(),
             "pending_writes": self._queues.pending(),
             "rebuilt_on_start": self.rebuilt,
             "started_at": self.started_at,
@@ -271,7 +274,8 @@ class ShardCore:
             arguments = {**arguments, "max_tokens": budget}
         graph = self.graph.kg
         if name in (SEARCH, LOAD) or name in GRAPH_READ_TOOLS:
-            return tools.execute(self.service, key, name, arguments, enabled=exposed, graph=graph)
+            with self.current.reading() as service:
+                return tools.execute(service, key, name, arguments, enabled=exposed, graph=graph)
         backend = ErasingTools(self.service, self.erasure)
         return self._write(key, lambda: tools.execute(backend, key, name, arguments, enabled=exposed, graph=graph))
 
@@ -344,14 +348,16 @@ class ShardCore:
         the app's memory is off: an export is a read)."""
         if not self.settings.policy(app).reads:
             return []
-        return [u for u in self.service.users(app) if self.layout.owns(UserKey(app=app, user=u))]
+        with self.current.reading() as service:
+            return [u for u in service.users(app) if self.layout.owns(UserKey(app=app, user=u))]
 
     def export(self, key: UserKey) -> list[Entry]:
         """Every entry of ``key``, tombstones included, ordered by id (a backup, Mem0's history; no TTL refresh;
         none when the app's memory is off)."""
         if not self._reads(key):
             return []
-        return self.service.export(key.app, user=key.user)
+        with self.current.reading() as service:
+            return service.export(key.app, user=key.user)
 
     # ----------------------------------------------------------- auto memory
     @spanned("memcluster.ingest")
@@ -376,7 +382,8 @@ class ShardCore:
         if not self._reads(key):
             raise NotFoundError(f"memory {entry_id!r} not found (memory is off for app {key.app!r})",
                                 field="memory_id")
-        entry = self.service.get(key, entry_id)
+        with self.current.reading() as service:
+            entry = service.get(key, entry_id)
         self.maintenance.touch(key, [entry])
         return entry
 
@@ -385,7 +392,8 @@ class ShardCore:
     ) -> list[Entry]:
         if not self._reads(key):
             return []
-        entries = self.service.read(key, limit, metadata_filter)
+        with self.current.reading() as service:
+            entries = service.read(key, limit, metadata_filter)
         self.maintenance.touch(key, entries)
         return entries
 
@@ -399,7 +407,8 @@ class ShardCore:
             return []
         if (budget := policy.default_budget(opts.max_tokens)) != opts.max_tokens:
             opts = opts.model_copy(update={"max_tokens": budget})
-        hits = self.service.search(key, opts, query_vector=query_vector)
+        with self.current.reading() as service:
+            hits = service.search(key, opts, query_vector=query_vector)
         self.maintenance.touch(key, [h.entry for h in hits])
         return hits
 
@@ -434,9 +443,10 @@ class ShardCore:
         if include_facts and policy.reads:
             found, limit = facts_for_search(self.graph.kg, key, message, limit, self.service.token_count)
             facts = [fact_line(f) for f in found]
-        result = preload.preload(self.service, key, budget if policy.reads else 0, message, mode=mode,
-                                 playbook=playbook, topics=topics, topics_match=topics_match,
-                                 max_tokens=limit, count=self.service.token_count, min_relevance=min_relevance)
+        with self.current.reading() as service:
+            result = preload.preload(service, key, budget if policy.reads else 0, message, mode=mode,
+                                     playbook=playbook, topics=topics, topics_match=topics_match,
+                                     max_tokens=limit, count=service.token_count, min_relevance=min_relevance)
         self.maintenance.touch(key, result.entries)
         if facts:
             result = result.model_copy(update={"text": preload.with_facts(result.text, facts)})
