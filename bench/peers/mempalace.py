@@ -48,7 +48,7 @@ import numpy as np
 
 from bench.harness.cli import parser
 from bench.harness.locomo import LOCOMO, Conversation, Session, line, load
-from bench.peers.run import TOP_K, Hits, Log, asked, measure
+from bench.peers.measure import TOP_K, Hits, Log, asked, measure
 
 ROOM = "conversations"
 ONNX_FILES = ("config.json", "model.onnx", "special_tokens_map.json", "tokenizer_config.json", "tokenizer.json",
