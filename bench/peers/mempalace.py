@@ -5,7 +5,7 @@
 
 MemPalace and chromadb bring pins of their own, so they live in the overlay ``.venv-peers`` and this module runs
 there, by itself (``run.py`` starts it as a subprocess and reads the JSON it writes: the dict of
-:func:`bench.peers.run.measure`). Nothing is downloaded and nothing outside ``--workdir`` is touched:
+:func:`bench.peers.measure.measure`). Nothing is downloaded and nothing outside ``--workdir`` is touched:
 
 - **Sandbox**: ``HOME``, MemPalace's config dir, its palace, the XDG dirs are set inside the workdir before
   chromadb is imported (chromadb fixes its model cache from ``Path.home()`` at import); telemetry off, the Hugging
@@ -227,7 +227,7 @@ def searcher(palace: str, drawers: Mapping[str, Drawer]) -> Callable[[Conversati
 
 
 def run(data: Path, limit: int | None, workdir: Path, log: Log) -> dict[str, Any]:
-    """MemPalace's side: sandbox, embedder files and check, filing, then :func:`~bench.peers.run.measure`."""
+    """MemPalace's side: sandbox, embedder files and check, filing, then :func:`~bench.peers.measure.measure`."""
     workdir = workdir.resolve()
     os.environ.update(sandbox(workdir))
     if "chromadb" in sys.modules:
