@@ -253,7 +253,7 @@ class Generations(ShardPart):
 
     def compact(self, embedded: bool) -> dict[str, Any]:
         """Rewrite every generation's stores without deleted data, writes frozen: embedded vector stores are
-        copied point by point into fresh directories (:mod:`memcore.stores.qdrant_edge`), keyword indexes
+        copied point by point into fresh directories (:mod:`memcore.stores.edge_compaction`), keyword indexes
         rebuilt into fresh ones. The serving generation is copied while it still serves reads, then
         closed, swapped and reopened with reads held (:meth:`actors.current.CurrentService.closing`: a read
         waits for the reopened stores instead of failing). Skipped while a re-extraction builds a
@@ -275,13 +275,13 @@ class Generations(ShardPart):
                     "vectors_rebuilt": embedded, "frozen_s": round(time.monotonic() - t0, 4)}
 
     def _compact_serving(self, embedded: bool) -> int:
-        from memcore.stores import edge_tiers, qdrant_edge
+        from memcore.stores import edge_compaction, edge_tiers
 
         served = self.served.get()
         vectors = self.layout.vectors_dir(self.current)
         points = 0
         if embedded:
-            points = qdrant_edge.write_fresh(vectors, served.embedder.dim, _pages(served))
+            points = edge_compaction.write_fresh(vectors, served.embedder.dim, _pages(served))
         fresh = factory.build_keyword_index(self.layout, self.current, fresh=True)
         try:
             self.layout.reindex(served.vectors, fresh)

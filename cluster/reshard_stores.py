@@ -74,7 +74,7 @@ class SourceShard:
     """One shard's stores opened for reading (its serving generation's vectors; None without a store)."""
 
     def __init__(self, layout: ShardLayout) -> None:
-        from memcore.stores.qdrant_edge import stored_dim
+        from memcore.stores.edge_compaction import stored_dim
 
         self.layout = layout
         generation = factory.current_generation(layout)
@@ -151,7 +151,7 @@ class TargetShards:
 
     def _on_disk(self) -> None:
         """Open every new shard's vector store on disk (a resumed run may not have written to some)."""
-        from memcore.stores.qdrant_edge import stored_dim
+        from memcore.stores.edge_compaction import stored_dim
 
         for k in range(self.target):
             dim = stored_dim(self.layout(k).vectors_dir())

@@ -115,8 +115,8 @@ def build_vector_store(layout: ShardLayout, dim: int, generation: int = 1) -> Ve
             dim=dim,
             layout=vs.collection_layout(),
         )
+    from memcore.stores.edge_compaction import recover_compaction
     from memcore.stores.edge_tiers import TieredEdgeStore
-    from memcore.stores.qdrant_edge import recover_compaction
 
     path = layout.vectors_dir(generation)
     recover_compaction(path)

@@ -27,7 +27,7 @@ Invariant (what makes a crash harmless): whenever the manifest names a user's st
 all of the user's points. Opening the store deletes staging leftovers and any copy of a promoted user
 still in the shared store (a crash between the manifest and the delete), so no point is served twice.
 
-Compaction (:func:`compact_dir`, or a serving compaction: :func:`memcore.stores.qdrant_edge.write_fresh` of
+Compaction (:func:`compact_dir`, or a serving compaction: :func:`memcore.stores.edge_compaction.write_fresh` of
 every tier's pages, then :func:`swap_in`) copies every tier into one fresh shared directory and then drops
 the tiers (:func:`drop_tiers`): deleted points leave every file, and the next maintenance promotes large
 users again.
@@ -63,7 +63,7 @@ from memcore.layout import tiers_dir
 from memcore.model import Entry, Kind, UserKey
 from memcore.ports import Vectors
 from memcore.search_model import TopicsMatch
-from memcore.stores import hnsw_build, qdrant_edge
+from memcore.stores import edge_compaction, hnsw_build
 from memcore.stores.qdrant_edge import QdrantEdgeStore
 
 log = logging.getLogger(__name__)
@@ -84,8 +84,8 @@ def drop_tiers(path: str | Path) -> None:
 
 
 def swap_in(path: str | Path) -> None:
-    """:func:`memcore.stores.qdrant_edge.swap_in` of a fresh copy that holds every tier, then the tiers go."""
-    qdrant_edge.swap_in(path)
+    """:func:`memcore.stores.edge_compaction.swap_in` of a fresh copy that holds every tier, then the tiers go."""
+    edge_compaction.swap_in(path)
     drop_tiers(path)
 
 
@@ -94,11 +94,11 @@ def compact_dir(path: str | Path, dim: int) -> int:
     points (tombstones included; deleted points, write-ahead logs and payload pages do not survive); returns
     the points copied."""
     path = Path(path)
-    qdrant_edge.recover_compaction(path)
+    edge_compaction.recover_compaction(path)
     if not path.exists():
         return 0
     with TieredEdgeStore(path, dim, min_entries=0) as src:
-        copied = qdrant_edge.write_fresh(path, dim, src.scroll_with_vectors(None, include_deleted=True))
+        copied = edge_compaction.write_fresh(path, dim, src.scroll_with_vectors(None, include_deleted=True))
     swap_in(path)
     return copied
 

@@ -18,7 +18,8 @@ from memcore.errors import NotFoundError
 from memcore.layout import ShardLayout
 from memcore.model import UserKey
 from memcore.settings import Settings
-from memcore.stores.qdrant_edge import OLD_SUFFIX, QdrantEdgeStore, compact_dir, recover_compaction
+from memcore.stores.edge_compaction import OLD_SUFFIX, compact_dir, recover_compaction
+from memcore.stores.qdrant_edge import QdrantEdgeStore
 from memcore.stores.sqlite_archive import SqliteArchive
 
 ANN = UserKey(app="app", user="ann")

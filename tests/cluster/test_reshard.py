@@ -30,7 +30,7 @@ from memcore.layout import ShardLayout
 from memcore.model import UserKey
 from memcore.records import UserRows
 from memcore.settings import Settings
-from memcore.stores.qdrant_edge import stored_dim
+from memcore.stores.edge_compaction import stored_dim
 from tests.serve_apps.conftest import make_settings, serve_local
 
 REPO = Path(__file__).resolve().parents[2]
