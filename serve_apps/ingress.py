@@ -11,9 +11,18 @@ from actors.metrics import install as install_metrics
 from actors.remote_embedder import RemoteEmbedder
 from actors.router import RayShardBackend
 from memcore.factory import build_embedder
+from memcore.ports import Embedder
 from memcore.settings import Settings
 from serve_apps.embedder import DEPLOYMENT_NAME as EMBEDDER_NAME
 from serve_apps.http.app import attach, create_app
+
+
+def build_query_embedder(settings: Settings) -> Embedder | None:
+    """The ingress's own query embedder (``http.embed_queries_in_ingress``; else None: shards embed), with
+    ``http.query_embedder_threads`` intra-op threads instead of the batch embedders' ``embedder.threads``."""
+    if not settings.http.embed_queries_in_ingress:
+        return None
+    return build_embedder(settings.embedder.model_copy(update={"threads": settings.http.query_embedder_threads}))
 
 
 class IngressDeployment:
@@ -31,8 +40,7 @@ class IngressDeployment:
         self.backend.ensure_all()
         self._embedder = embedder  # keeps the bound Embedder deployment a dependency of this app
         self._asgi = create_app()
-        query_embedder = build_embedder(self.settings.embedder) if self.settings.http.embed_queries_in_ingress else None
-        attach(self._asgi, self.backend, self.settings, query_embedder)
+        attach(self._asgi, self.backend, self.settings, build_query_embedder(self.settings))
 
     def __serve_build_asgi_app__(self) -> FastAPI:
         return self._asgi
