@@ -100,7 +100,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         print(f"memctl up: {exc}", file=sys.stderr)
         return 1
     state = {**head.to_state(), "base_url": deploy.service_url(plan), "data_dir": str(settings.data_dir),
-             "namespace": settings.namespace, "ingress": settings.http.ingress,
+             "namespace": settings.namespace, "ingress": deploy.ingress_of(settings),
              "config": str(Path(args.config).resolve()),
              "settings_file": str(Path(args.settings).resolve()) if args.settings else None,
              "shards": settings.shards}

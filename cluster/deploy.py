@@ -12,6 +12,7 @@ import importlib
 import json
 import logging
 import os
+import shlex
 import shutil
 import socket
 import tempfile
@@ -22,7 +23,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 
@@ -38,22 +39,35 @@ busy 2-core machine the HAProxy manager (which starts HAProxy itself) took longe
 unhealthy and killed it, and ``memctl up`` failed."""
 
 
+def ingress_of(settings: Settings) -> Literal["proxy", "haproxy"]:
+    """The ingress ``http.ingress`` means here: ``auto`` is ``haproxy`` where :func:`haproxy_binary` finds a
+    binary, else ``proxy``."""
+    mode = settings.http.ingress
+    if mode != "auto":
+        return mode
+    try:
+        haproxy_binary()
+    except ValueError:
+        return "proxy"
+    return "haproxy"
+
+
 def serve_process_env(settings: Settings) -> dict[str, str]:
-    """:data:`SERVE_PROCESS_ENV` plus, for ``http.ingress: haproxy``, Ray Serve's HAProxy mode: HAProxy
-    listens on ``http.host:http.port`` and forwards to each ingress replica's own HTTP server (which binds
-    ``http.host`` too). Its config, admin socket and state files get a directory per data directory
-    (:func:`haproxy_dir`; Serve's defaults are one fixed /tmp path per host, shared by every cluster on it).
-    It is short because Serve adds a 56-character node id and HAProxy takes socket paths of < 97 characters."""
+    """:data:`SERVE_PROCESS_ENV` plus, when the ingress is HAProxy (:func:`ingress_of`), Ray Serve's HAProxy
+    mode: HAProxy listens on ``http.host:http.port`` and forwards to each ingress replica's own HTTP server
+    (which binds ``http.host`` too). Its config, admin socket and state files get a directory per data
+    directory (:func:`haproxy_dir`; Serve's defaults are one fixed /tmp path per host, shared by every cluster
+    on it). It is short because Serve adds a 56-character node id and HAProxy takes socket paths of < 97
+    characters. Serve runs HAProxy through :func:`haproxy_launcher`."""
     env = dict(SERVE_PROCESS_ENV)
-    if settings.http.ingress != "haproxy":
+    if ingress_of(settings) != "haproxy":
         return env
-    binary = haproxy_binary()
     hap = settings.http.haproxy
     base = haproxy_dir(Path(settings.data_dir))
     base.mkdir(mode=0o700, parents=True, exist_ok=True)
     env.update({
         "RAY_SERVE_ENABLE_HA_PROXY": "1",
-        "RAY_SERVE_HAPROXY_BINARY_PATH": binary,
+        "RAY_SERVE_HAPROXY_BINARY_PATH": str(haproxy_launcher(settings, base, haproxy_binary())),
         "RAY_SERVE_HAPROXY_CONFIG_FILE_LOC": str(base / "haproxy.cfg"),
         "RAY_SERVE_HAPROXY_SOCKET_PATH": str(base / "admin.sock"),
         "RAY_SERVE_HAPROXY_SERVER_STATE_BASE": str(base),
@@ -81,6 +95,42 @@ def process_env(settings: Settings) -> Iterator[dict[str, str]]:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+
+
+LAUNCHER_NAME = "haproxy"
+_LAUNCHER = """#!/bin/sh
+# Written by memcluster (cluster/deploy.py haproxy_launcher): Serve runs this for every HAProxy start and
+# reload. It binds the stats page and the Prometheus exporter, which Serve's template puts on every
+# interface, to the API's host, then runs HAProxy with the same arguments.
+cfg=""
+prev=""
+for arg in "$@"; do
+  if [ "$prev" = "-f" ]; then cfg="$arg"; fi
+  prev="$arg"
+done
+if [ -n "$cfg" ] && [ -f "$cfg" ]; then
+  sed -i -E 's/^([[:space:]]*bind[[:space:]]+)[*]?:({stats}|{metrics})[[:space:]]*$/\\1{host}:\\2/' "$cfg"
+fi
+exec {binary} "$@"
+"""
+
+
+def haproxy_launcher(settings: Settings, base: Path, binary: str) -> Path:
+    """Write ``base/haproxy``, the executable Serve runs as HAProxy: it rewrites the config's two binds on
+    every interface (``bind *:<stats_port>``, ``bind :<metrics_port>``) to ``http.host`` and execs
+    ``binary``. Serve writes the config before each start and reload and passes it with ``-f``, so every
+    HAProxy it runs listens on ``http.host`` only (127.0.0.1 unless API keys allow another host)."""
+    hap = settings.http.haproxy
+    host = settings.http.host
+    if not all(c.isalnum() or c in ".:-" for c in host):
+        raise ValueError(f"http.host={host!r}: an address or host name is needed for HAProxy's binds")
+    path = base / LAUNCHER_NAME
+    script = _LAUNCHER.format(stats=hap.stats_port, metrics=hap.metrics_port, host=host, binary=shlex.quote(binary))
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(script)
+    tmp.chmod(0o700)
+    tmp.replace(path)
+    return path
 
 
 def haproxy_dir(data_dir: Path) -> Path:

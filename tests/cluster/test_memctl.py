@@ -1,7 +1,7 @@
-"""memctl end to end: `up` starts a Ray head on loopback and deploys; the README walk-through
-(tell a rule in session A, find it from session B) over curl-like HTTP; `down` keeps the data;
-a second `up`, behind Serve's HAProxy ingress (``http.ingress=haproxy``) and with API keys on, serves what
-the first one stored."""
+"""memctl end to end: `up` starts a Ray head on loopback and deploys behind the default ingress (``auto``:
+Serve's HAProxy mode here, with HAProxy's stats and metrics ports on loopback only); the README walk-through
+(tell a rule in session A, find it from session B) over curl-like HTTP; `down` keeps the data; a second
+`up`, behind Serve's proxy (``http.ingress=proxy``) and with API keys on, serves what the first one stored."""
 
 from __future__ import annotations
 
@@ -14,6 +14,21 @@ import httpx
 import pytest
 
 from tests.conftest import free_port
+
+LOOPBACK = "0100007F"
+"""127.0.0.1 as /proc/net/tcp writes it."""
+
+
+def listening(port: int) -> set[str]:
+    """The local addresses (hex, as /proc/net/tcp{,6} writes them) that listen on ``port``."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for row in Path(table).read_text().splitlines()[1:]:
+            local, state = row.split()[1], row.split()[3]
+            address, _, hexport = local.partition(":")
+            if state == "0A" and int(hexport, 16) == port:  # 0A: LISTEN
+                found.add(address)
+    return found
 
 pytestmark = pytest.mark.slow
 
@@ -31,10 +46,20 @@ def test_up_walkthrough_down_and_up_again(tmp_path: Path) -> None:
                "--num-cpus", "2", "--timeout", "240")
     base = f"http://127.0.0.1:{port}"
     user = f"{base}/v1/apps/demo/users/alice"
+    stats, metrics = free_port(), free_port()
+    env.update({"MEMCLUSTER_HTTP__HAPROXY__STATS_PORT": str(stats),
+                "MEMCLUSTER_HTTP__HAPROXY__METRICS_PORT": str(metrics)})
     up = memctl(*up_args, env=env)
     try:
         assert up.returncode == 0, up.stdout + up.stderr
         assert f"memcluster is up: {base}" in up.stdout
+        # the default ingress is HAProxy where its binary is installed; Serve's template binds its stats page
+        # and exporter on every interface, memcluster's launcher on loopback only
+        status = memctl("status", env=env)
+        assert '"ingress": "haproxy"' in status.stdout, status.stdout
+        assert httpx.get(f"http://127.0.0.1:{stats}/stats", timeout=5).status_code == 200  # HAProxy itself
+        assert listening(stats) == {LOOPBACK} and listening(metrics) == {LOOPBACK}
+        assert listening(port) == {LOOPBACK}
         # session A: the user states a rule, the agent stores it
         r = httpx.post(f"{user}/memories", json={"text": "Never schedule meetings before 10am", "topics": ["calendar"]})
         assert r.status_code == 201, r.text
@@ -53,19 +78,16 @@ def test_up_walkthrough_down_and_up_again(tmp_path: Path) -> None:
         httpx.get(f"{base}/healthz", timeout=2)
     assert (tmp_path / "data" / "shards").is_dir()
 
-    # the second `up` also switches to `http.ingress=haproxy` and turns API keys on: Serve's HAProxy listens on
-    # the loopback port and forwards to the ingress replica's own server; keys, search and `down` behave as with
-    # Serve's proxy, and what the first cluster stored is there
-    stats, metrics = free_port(), free_port()
-    env.update({"MEMCLUSTER_HTTP__INGRESS": "haproxy", "MEMCLUSTER_HTTP__HAPROXY__STATS_PORT": str(stats),
-                "MEMCLUSTER_HTTP__HAPROXY__METRICS_PORT": str(metrics), "MEMCLUSTER_API_KEYS": '{"demo": "k-demo"}'})
+    # the second `up` switches to Serve's proxy (`http.ingress=proxy`) and turns API keys on: keys, search and
+    # `down` behave as behind HAProxy, what the first cluster stored is there, and no HAProxy runs
+    env.update({"MEMCLUSTER_HTTP__INGRESS": "proxy", "MEMCLUSTER_API_KEYS": '{"demo": "k-demo"}'})
     auth = {"Authorization": "Bearer k-demo"}
     again = memctl(*up_args, env=env)
     try:
         assert again.returncode == 0, again.stdout + again.stderr
         status = memctl("status", env=env)
-        assert status.returncode == 0 and '"ingress": "haproxy"' in status.stdout, status.stdout
-        assert httpx.get(f"http://127.0.0.1:{stats}/stats", timeout=5).status_code == 200  # HAProxy itself
+        assert status.returncode == 0 and '"ingress": "proxy"' in status.stdout, status.stdout
+        assert not listening(stats)
         assert httpx.post(f"{user}/memories/search", json={"query": "meetings before 10am"}).status_code == 401
         hits = httpx.post(f"{user}/memories/search", json={"query": "meetings before 10am"}, headers=auth)
         assert hits.status_code == 200 and "Server-Timing" in hits.headers
@@ -74,6 +96,5 @@ def test_up_walkthrough_down_and_up_again(tmp_path: Path) -> None:
     finally:
         down = memctl("down", env=env)
     assert down.returncode == 0, down.stdout + down.stderr
-    for url in (f"{base}/healthz", f"http://127.0.0.1:{stats}/stats"):
-        with pytest.raises(httpx.HTTPError):
-            httpx.get(url, timeout=2)
+    with pytest.raises(httpx.HTTPError):
+        httpx.get(f"{base}/healthz", timeout=2)
