@@ -93,6 +93,10 @@ def cmd_up(args: argparse.Namespace) -> int:
         print(f"port {plan.port} on {plan.host} is already in use: stop what listens there or choose another "
               "with --port", file=sys.stderr)
         return 1
+    if busy := deploy.haproxy_port_in_use(settings):
+        print(f"port {busy[1]} on {plan.host} (http.haproxy.{busy[0]}, HAProxy's own) is already in use: stop "
+              f"what listens there or set MEMCLUSTER_HTTP__HAPROXY__{busy[0].upper()}", file=sys.stderr)
+        return 1
     try:
         head = ray_head.start(args.ray_port, _ray_env(settings), state_file().parent / "ray-start.log",
                               num_cpus=args.num_cpus, temp_dir=Path(args.temp_dir) if args.temp_dir else None)

@@ -63,6 +63,7 @@ def serve_process_env(settings: Settings) -> dict[str, str]:
     if ingress_of(settings) != "haproxy":
         return env
     hap = settings.http.haproxy
+    stats, metrics = settings.http.haproxy_ports()
     base = haproxy_dir(Path(settings.data_dir))
     base.mkdir(mode=0o700, parents=True, exist_ok=True)
     env.update({
@@ -72,8 +73,8 @@ def serve_process_env(settings: Settings) -> dict[str, str]:
         "RAY_SERVE_HAPROXY_SOCKET_PATH": str(base / "admin.sock"),
         "RAY_SERVE_HAPROXY_SERVER_STATE_BASE": str(base),
         "RAY_SERVE_HAPROXY_SERVER_STATE_FILE": str(base / "server-state"),
-        "RAY_SERVE_HAPROXY_STATS_PORT": str(hap.stats_port),
-        "RAY_SERVE_HAPROXY_METRICS_PORT": str(hap.metrics_port),
+        "RAY_SERVE_HAPROXY_STATS_PORT": str(stats),
+        "RAY_SERVE_HAPROXY_METRICS_PORT": str(metrics),
         "RAY_SERVE_HAPROXY_NBTHREAD": str(hap.threads),
         "RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S": f"{hap.drain_s:g}",
     })
@@ -120,12 +121,12 @@ def haproxy_launcher(settings: Settings, base: Path, binary: str) -> Path:
     every interface (``bind *:<stats_port>``, ``bind :<metrics_port>``) to ``http.host`` and execs
     ``binary``. Serve writes the config before each start and reload and passes it with ``-f``, so every
     HAProxy it runs listens on ``http.host`` only (127.0.0.1 unless API keys allow another host)."""
-    hap = settings.http.haproxy
+    stats, metrics = settings.http.haproxy_ports()
     host = settings.http.host
     if not all(c.isalnum() or c in ".:-" for c in host):
         raise ValueError(f"http.host={host!r}: an address or host name is needed for HAProxy's binds")
     path = base / LAUNCHER_NAME
-    script = _LAUNCHER.format(stats=hap.stats_port, metrics=hap.metrics_port, host=host, binary=shlex.quote(binary))
+    script = _LAUNCHER.format(stats=stats, metrics=metrics, host=host, binary=shlex.quote(binary))
     tmp = path.with_suffix(".tmp")
     tmp.write_text(script)
     tmp.chmod(0o700)
@@ -218,6 +219,18 @@ def port_in_use(host: str, port: int) -> bool:
             return True
     except OSError:
         return False
+
+
+def haproxy_port_in_use(settings: Settings) -> tuple[str, int] | None:
+    """(setting, port) of HAProxy's stats or metrics port when HAProxy is the ingress and something already
+    listens there (two clusters on one host with the same ports: HAProxy would fail to start), else None."""
+    if ingress_of(settings) != "haproxy":
+        return None
+    stats, metrics = settings.http.haproxy_ports()
+    for name, port in (("stats_port", stats), ("metrics_port", metrics)):
+        if port_in_use(settings.http.host, port):
+            return name, port
+    return None
 
 
 def apply(plan: Plan, address: str) -> str:

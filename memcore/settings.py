@@ -145,15 +145,25 @@ class EmbedderSettings(BaseModel):
     threads: int | None = None
 
 
+STATS_PORT_OFFSET = 404
+METRICS_PORT_OFFSET = 1101
+"""HAProxy's own ports when none are given: the API port plus these, so that clusters on one host with
+their own API ports get their own HAProxy ports too (8000 -> 8404 and 9101, HAProxy's usual ones)."""
+
+
 class HAProxySettings(BaseModel):
     """Ports and threads of the HAProxy that ``http.ingress: haproxy`` starts (Ray Serve's HAProxy mode).
 
     HAProxy's own stats page and Prometheus exporter listen on ``http.host`` like the API (Ray Serve's
     template binds them on every interface; memcluster's launcher rewrites those two binds,
-    :func:`cluster.deploy.haproxy_launcher`); give each cluster on one host its own ports."""
+    :func:`cluster.deploy.haproxy_launcher`). Unset, they follow ``http.port``
+    (:meth:`HttpSettings.haproxy_ports`), so clusters on one host with their own API ports need nothing more;
+    ``memctl up`` refuses ports already in use, naming the setting."""
 
-    stats_port: int = Field(default=8404, ge=1, le=65535)
-    metrics_port: int = Field(default=9101, ge=1, le=65535)
+    stats_port: int | None = Field(default=None, ge=1, le=65535)
+    """HAProxy's stats page; None: ``http.port`` + :data:`STATS_PORT_OFFSET` (8404 for the default 8000)."""
+    metrics_port: int | None = Field(default=None, ge=1, le=65535)
+    """HAProxy's Prometheus exporter; None: ``http.port`` + :data:`METRICS_PORT_OFFSET` (9101 for 8000)."""
     threads: int = Field(default=2, ge=1, le=64)
     drain_s: float = Field(default=2.0, ge=0, le=600)
     """How long a replaced ingress replica keeps answering HAProxy before it stops (Serve's default is 30 s)."""
@@ -181,6 +191,18 @@ class HttpSettings(BaseModel):
     max_body_bytes: int = Field(default=1_048_576, ge=1024)
     max_import_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
     """Body limit of ``POST /v1/apps/{app}/import`` (a JSONL backup); every other route has ``max_body_bytes``."""
+
+    def haproxy_ports(self) -> tuple[int, int]:
+        """HAProxy's (stats, metrics) ports: those given, else ``port`` plus their offsets; a ValueError
+        names the setting when an offset port would not exist."""
+        out = []
+        for name, given, offset in (("stats_port", self.haproxy.stats_port, STATS_PORT_OFFSET),
+                                    ("metrics_port", self.haproxy.metrics_port, METRICS_PORT_OFFSET)):
+            port = given if given is not None else self.port + offset
+            if port > 65535:
+                raise ValueError(f"http.haproxy.{name}: http.port {self.port} + {offset} is past 65535; set it")
+            out.append(port)
+        return out[0], out[1]
 
 
 class ExtractorSettings(BaseModel):

@@ -141,3 +141,28 @@ def test_launcher_refuses_a_host_that_is_no_address(tmp_path: Path) -> None:
     settings = Settings(data_dir=tmp_path, http={"ingress": "haproxy", "host": "127.0.0.1;rm"})
     with pytest.raises(ValueError, match=r"http\.host"):
         deploy.haproxy_launcher(settings, tmp_path, "/bin/true")
+
+
+def test_haproxy_ports_follow_the_api_port_unless_given(tmp_path: Path) -> None:
+    assert Settings(data_dir=tmp_path).http.haproxy_ports() == (8404, 9101)
+    assert Settings(data_dir=tmp_path, http={"port": 18123}).http.haproxy_ports() == (18527, 19224)
+    given = Settings(data_dir=tmp_path, http={"port": 18123, "haproxy": {"stats_port": 18999}})
+    assert given.http.haproxy_ports() == (18999, 19224)
+    env = deploy.serve_process_env(Settings(data_dir=tmp_path, http={"ingress": "haproxy", "port": 18123}))
+    assert (env["RAY_SERVE_HAPROXY_STATS_PORT"], env["RAY_SERVE_HAPROXY_METRICS_PORT"]) == ("18527", "19224")
+    with pytest.raises(ValueError, match=r"http\.haproxy\.metrics_port"):
+        Settings(data_dir=tmp_path, http={"port": 65000}).http.haproxy_ports()
+
+
+def test_a_busy_haproxy_port_is_named_before_up_starts_anything(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        settings = Settings(data_dir=tmp_path, http={"ingress": "haproxy", "haproxy": {"metrics_port": busy}})
+        assert deploy.haproxy_port_in_use(settings) == ("metrics_port", busy)
+        assert deploy.haproxy_port_in_use(settings.model_copy(update={"http": settings.http.model_copy(
+            update={"ingress": "proxy"})})) is None
+    assert deploy.haproxy_port_in_use(settings) is None
