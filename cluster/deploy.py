@@ -15,6 +15,7 @@ import os
 import shlex
 import shutil
 import socket
+import subprocess
 import tempfile
 import time
 import urllib.error
@@ -41,15 +42,15 @@ unhealthy and killed it, and ``memctl up`` failed."""
 
 def ingress_of(settings: Settings) -> Literal["proxy", "haproxy"]:
     """The ingress ``http.ingress`` means here: ``auto`` is ``haproxy`` where :func:`haproxy_binary` finds a
-    binary, else ``proxy``."""
+    binary that runs (``haproxy -v`` answers within 10 s), else ``proxy``."""
     mode = settings.http.ingress
     if mode != "auto":
         return mode
     try:
-        haproxy_binary()
-    except ValueError:
+        version = subprocess.run([haproxy_binary(), "-v"], capture_output=True, timeout=10, check=False)
+    except (ValueError, OSError, subprocess.TimeoutExpired):
         return "proxy"
-    return "haproxy"
+    return "haproxy" if version.returncode == 0 else "proxy"
 
 
 def serve_process_env(settings: Settings) -> dict[str, str]:

