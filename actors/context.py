@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from actors.current import CurrentService
+from memcore.archive_ports import EventArchive
 from memcore.layout import ShardLayout
 from memcore.model import UserKey
-from memcore.ports import EventArchive
 from memcore.settings import Settings
 
 Writing = Callable[[UserKey], AbstractContextManager[Any]]

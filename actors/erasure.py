@@ -1,11 +1,11 @@
 """What an erasure takes, in a shard's archive and stores: the rules of :mod:`memcore.provenance` applied
-to the archived turns (:class:`memcore.ports.EventRepository`) and to the entries of each generation.
+to the archived turns (:class:`memcore.archive_ports.EventRepository`) and to the entries of each generation.
 
 Archived turns are visible, hidden (a soft delete: kept, but no read path, recall or re-extraction
 sees them) or removed (a hard delete or a clear: text blanked, recall index row dropped; the id
 stays so that a resend of the same event is still recognised); forgetting a user deletes every row
-of the user but its write counter (:meth:`memcore.ports.EventArchive.erase_user`), and a compaction
-rewrites the archive without the freed bytes (:meth:`memcore.ports.EventArchive.compact`).
+of the user but its write counter (:meth:`memcore.archive_ports.EventArchive.erase_user`), and a compaction
+rewrites the archive without the freed bytes (:meth:`memcore.archive_ports.EventArchive.compact`).
 
 The sources of a deletion (:func:`sources`) are the turns the removed entries cite, less those an
 active remaining entry of the user cites for certain (all of them with ``purge_sources``). Removing
@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from memcore.archive_ports import EventArchive
 from memcore.fields import now_utc
 from memcore.model import Entry, UserKey
-from memcore.ports import EventArchive
 from memcore.provenance import TurnIndex, event_ids
 from memcore.records import ArchivedTurn, Turn
 from memcore.service import MemoryService

@@ -1,5 +1,5 @@
 """Fencing of a shard incarnation: once another incarnation of the same shard number has taken the
-shard's lease (:class:`memcore.ports.ShardLease`, a rising epoch in the archive), this one writes nothing
+shard's lease (:class:`memcore.archive_ports.ShardLease`, a rising epoch in the archive), this one writes nothing
 more and stops.
 
 Where a stale write is refused: every archive transaction checks the lease inside itself (the
@@ -24,8 +24,8 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
+from memcore.archive_ports import ShardLease
 from memcore.errors import FencedError
-from memcore.ports import ShardLease
 
 log = logging.getLogger(__name__)
 C = TypeVar("C", bound=type)

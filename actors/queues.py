@@ -41,7 +41,7 @@ class UserQueues:
     """Per-user FIFO: a write waits for the previous write of the same user, in arrival order."""
 
     def __init__(self, counter: Callable[[UserKey], int] | None = None) -> None:
-        """``counter`` numbers each user's places (durably, :class:`memcore.ports.SequenceRepository`);
+        """``counter`` numbers each user's places (durably, :class:`memcore.archive_ports.SequenceRepository`);
         without one they are counted in memory from 1."""
         self._lock = threading.Lock()
         self._tails: dict[UserKey, threading.Event] = {}

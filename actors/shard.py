@@ -7,7 +7,7 @@
   is missing or stale (a dirty marker left by an interrupted write, or a count mismatch);
 - auto memory: ``ingest`` archives session turns and queues extraction jobs run by worker
   threads in per-user order (:mod:`actors.extraction_queue`); ``job`` and ``recall`` read the
-  shard's event archive (:class:`memcore.ports.EventArchive`); jobs left unfinished by a dead shard
+  shard's event archive (:class:`memcore.archive_ports.EventArchive`); jobs left unfinished by a dead shard
   are re-queued on start;
 - a maintenance thread expires memories of apps with a TTL (:mod:`actors.maintenance`);
 - bulk writes of the backfill job (``backfill``: archive + entries with precomputed vectors +
@@ -71,7 +71,7 @@ T = TypeVar("T")
 @dataclass(frozen=True)
 class Ack:
     """A write's result plus its position in the user's FIFO (1, 2, 3, ... per user, kept across
-    shard restarts and erasures by the archive's :class:`memcore.ports.SequenceRepository`)."""
+    shard restarts and erasures by the archive's :class:`memcore.archive_ports.SequenceRepository`)."""
 
     seq: int
     value: Any

@@ -7,10 +7,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from memcore.archive_ports import EventArchive
 from memcore.extraction.events import Event, cursor_of
 from memcore.ids import memory_id
 from memcore.model import Memory, UserKey
-from memcore.ports import EventArchive, Vectors
+from memcore.ports import Vectors
 from memcore.service import MemoryService
 
 

@@ -1,5 +1,5 @@
 """The knowledge graph and the diary of a shard's users (:class:`memcore.knowledge.KnowledgeGraph` over the
-shard's archive, :attr:`memcore.ports.EventArchive.graph` / ``diary``): what :class:`actors.shard.ShardCore`'s
+shard's archive, :attr:`memcore.archive_ports.EventArchive.graph` / ``diary``): what :class:`actors.shard.ShardCore`'s
 ``graph_*`` and ``diary_*`` methods run. Writes run in the user's write turn (the shard calls them through
 ``_write``); reads beside them. An app whose memory is off has its writes refused and its reads empty
 (:class:`memcore.app_policy.ResolvedPolicy`); every answer is JSON-ready (what the HTTP API sends)."""

@@ -2,7 +2,7 @@
 then passes the gate, which a generation switch closes (:meth:`WriteGate.frozen`) until no write is
 under way; while any write is, the keyword-index dirty mark exists (a shard that dies mid-write
 rebuilds its keyword index on start). Past the gate, the shard's lease is checked
-(:meth:`memcore.ports.ShardLease.check`): a write of an incarnation replaced since is refused before it
+(:meth:`memcore.archive_ports.ShardLease.check`): a write of an incarnation replaced since is refused before it
 touches the vector store or the keyword index (:mod:`actors.fencing`)."""
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ ports: entries with their stored vectors and payloads (tombstones included) thro
 :class:`memcore.ports.VectorStore`, the user's archive rows (turns in every state, session cursors,
 extraction jobs in every status, in ingest order, access times, the write counter, the knowledge graph and
 the diary) through
-:meth:`memcore.ports.EventArchive.export_user` / ``import_users``; then each new shard's keyword index is
+:meth:`memcore.archive_ports.EventArchive.export_user` / ``import_users``; then each new shard's keyword index is
 rebuilt from its vector store (:meth:`memcore.layout.ShardLayout.reindex`).
 
 Crash safety (:mod:`memcore.data_root` names the files). Nothing of the old directories is changed until

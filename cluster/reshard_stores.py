@@ -10,11 +10,12 @@ from typing import Any
 import numpy as np
 
 from memcore import factory
+from memcore.archive_ports import EventArchive
 from memcore.data_root import fsync_dir
 from memcore.ids import shard_of
 from memcore.layout import ShardLayout
 from memcore.model import Entry, UserKey
-from memcore.ports import EventArchive, Vectors, VectorStore
+from memcore.ports import Vectors, VectorStore
 from memcore.records import UserRows
 
 GROUP_ENTRIES, GROUP_USERS = 2_000, 256

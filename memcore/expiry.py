@@ -18,14 +18,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 
+from memcore.archive_ports import DiaryRepository, GraphRepository
 from memcore.fields import now_utc
 from memcore.graph import DiaryEntry, Direction, Entity, Fact
 from memcore.model import Entry, UserKey
-from memcore.ports import DiaryRepository, GraphRepository
 from memcore.settings import TTLSettings
 
 LastRead = Callable[[UserKey], Mapping[str, float]]
-"""A user's entry id → epoch seconds of its last recorded read (:meth:`memcore.ports.AccessRepository.last_access`)."""
+"""A user's entry id → epoch seconds of its last recorded read
+(:meth:`memcore.archive_ports.AccessRepository.last_access`)."""
 
 
 class Expiry:
@@ -90,7 +91,7 @@ class Expiry:
 
 
 class ExpiringGraph:
-    """A :class:`~memcore.ports.GraphRepository` whose reads leave out the fact lines (every version) whose
+    """A :class:`~memcore.archive_ports.GraphRepository` whose reads leave out the fact lines (every version) whose
     newest version was recorded before the app's lifetime; writes and counts pass through."""
 
     def __init__(self, inner: GraphRepository, expiry: Expiry, clock: Callable[[], datetime] = now_utc) -> None:
@@ -137,7 +138,7 @@ class ExpiringGraph:
 
 
 class ExpiringDiary:
-    """A :class:`~memcore.ports.DiaryRepository` whose reads leave out the entries written before the app's
+    """A :class:`~memcore.archive_ports.DiaryRepository` whose reads leave out the entries written before the app's
     lifetime."""
 
     def __init__(self, inner: DiaryRepository, expiry: Expiry, clock: Callable[[], datetime] = now_utc) -> None:

@@ -17,10 +17,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from memcore.archive_ports import EventArchive
 from memcore.errors import ValidationError
 from memcore.expiry import Expiry, LastRead
 from memcore.layout import ShardLayout, collection_generation
-from memcore.ports import Embedder, EventArchive, KeywordIndex, VectorStore
+from memcore.ports import Embedder, KeywordIndex, VectorStore
 from memcore.service import MemoryService
 from memcore.settings import EmbedderSettings, Settings
 

@@ -1,6 +1,6 @@
 """The knowledge graph and the agent diary of a user: the records, their limits and the input rules
 (the one home of each; the operations are :mod:`memcore.knowledge`'s, the storage a
-:class:`memcore.ports.GraphRepository` / :class:`memcore.ports.DiaryRepository`).
+:class:`memcore.archive_ports.GraphRepository` / :class:`memcore.archive_ports.DiaryRepository`).
 
 **Entities** are named things of one user: a display ``name``, an optional ``type`` and ``aliases``;
 every name is looked up by its :func:`entity_key` (case folded, whitespace collapsed), and an alias

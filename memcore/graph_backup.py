@@ -19,11 +19,11 @@ from typing import Literal
 import pydantic
 from pydantic import BaseModel, ConfigDict
 
+from memcore.archive_ports import DiaryRepository, GraphRepository
 from memcore.errors import ValidationError
 from memcore.fields import AppId, UserId, now_utc
 from memcore.graph import DiaryEntry, Entity, Fact, fact_id
 from memcore.model import UserKey
-from memcore.ports import DiaryRepository, GraphRepository
 from memcore.validation import first_error
 
 RecordType = Literal["entity", "fact", "diary"]

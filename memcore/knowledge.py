@@ -1,6 +1,6 @@
 """The knowledge graph's and the diary's operations for one shard's users, over a
-:class:`memcore.ports.GraphRepository` and a :class:`memcore.ports.DiaryRepository` (the records and rules
-are :mod:`memcore.graph`'s).
+:class:`memcore.archive_ports.GraphRepository` and a :class:`memcore.archive_ports.DiaryRepository` (the records
+and rules are :mod:`memcore.graph`'s).
 
 Writes (each one :meth:`GraphRepository.write`, so nothing is half-written):
 
@@ -22,6 +22,7 @@ from collections.abc import Callable, Collection, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from memcore.archive_ports import DiaryRepository, GraphRepository
 from memcore.errors import NotFoundError, ValidationError
 from memcore.fields import now_utc
 from memcore.graph import (
@@ -47,7 +48,6 @@ from memcore.graph import (
     version_id,
 )
 from memcore.model import UserKey
-from memcore.ports import DiaryRepository, GraphRepository
 from memcore.validation import validate
 
 

@@ -1,4 +1,4 @@
-"""The records the event archive stores and answers with (:class:`memcore.ports.EventArchive`): ingest
+"""The records the event archive stores and answers with (:class:`memcore.archive_ports.EventArchive`): ingest
 jobs, recall hits and archived turns. Pure data, no engine."""
 
 from __future__ import annotations
@@ -169,10 +169,11 @@ class SessionRow(NamedTuple):
 
 class UserRows(NamedTuple):
     """Every row an archive holds of one user, engine-neutral: what
-    :meth:`memcore.ports.EventArchive.export_user` reads and :meth:`~memcore.ports.EventArchive.import_users`
-    writes into another archive (moving a user to another shard, ``memctl reshard``). Turns are in arrival
-    order, jobs in ingest order; ``sequence`` is the user's write counter (None: never taken); the knowledge
-    graph (every fact version, retired ones included, and the entities with their aliases) and the diary."""
+    :meth:`memcore.archive_ports.EventArchive.export_user` reads and
+    :meth:`~memcore.archive_ports.EventArchive.import_users` writes into another archive (moving a user to
+    another shard, ``memctl reshard``). Turns are in arrival order, jobs in ingest order; ``sequence`` is
+    the user's write counter (None: never taken); the knowledge graph (every fact version, retired ones
+    included, and the entities with their aliases) and the diary."""
 
     key: UserKey
     turns: tuple[TurnRow, ...]

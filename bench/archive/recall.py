@@ -30,8 +30,8 @@ import numpy as np
 
 from bench.harness.locomo import APP, LOCOMO, Conversation, events, load
 from bench.retrieval.recall import MAIN_CATEGORIES, bootstrap_ci, mean_metrics, score
+from memcore.archive_ports import EventArchive
 from memcore.model import UserKey
-from memcore.ports import EventArchive
 
 K = 10
 HEADLINE = ("session_recall_any@1", "session_recall_any@5", "turn_recall_any@5", "turn_recall_all@10", "ndcg@10")

@@ -9,7 +9,7 @@ and stamps messages without a time with the time of receipt (monotonic within th
 Only user/assistant text is extracted: tool results, system/developer messages, assistant
 messages that carry nothing but tool calls and empty messages are excluded (seed 004,
 ``scanDeltaSince``). The delta of a session is what the archive holds and has not extracted yet,
-in arrival order (:class:`memcore.ports.EventRepository`): a client's clock never hides a new event.
+in arrival order (:class:`memcore.archive_ports.EventRepository`): a client's clock never hides a new event.
 
 Validation limits (a bad value raises :class:`pydantic.ValidationError`;
 :func:`memcore.validation.validate` turns it into :class:`memcore.errors.ValidationError` naming the field):

@@ -1,4 +1,4 @@
-"""What every engine of the event archive (:class:`memcore.ports.EventArchive`) stores the same way.
+"""What every engine of the event archive (:class:`memcore.archive_ports.EventArchive`) stores the same way.
 
 - time: exact integer microseconds since the epoch (cursor comparisons need exactness a float does not
   give), and float epoch seconds for job times;

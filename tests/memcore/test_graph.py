@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from memcore.archive_ports import EventArchive
 from memcore.errors import NotFoundError, ValidationError
 from memcore.graph import MAX_HOPS, entity_key, predicate_key
 from memcore.knowledge import KnowledgeGraph, fact_json
 from memcore.model import UserKey
-from memcore.ports import EventArchive
 from memcore.stores.postgres_archive import PostgresArchive
 from memcore.stores.sqlite_archive import SqliteArchive
 from tests.conftest import pg_schema

@@ -1,4 +1,4 @@
-"""The event archive on PostgreSQL (:class:`memcore.ports.EventArchive`): one database (one schema,
+"""The event archive on PostgreSQL (:class:`memcore.archive_ports.EventArchive`): one database (one schema,
 ``archive.db_schema``) shared by every shard, reached through a connection pool (psycopg 3,
 ``psycopg_pool``).
 

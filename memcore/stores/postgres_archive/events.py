@@ -1,4 +1,4 @@
-"""The archived turns on PostgreSQL (:class:`memcore.ports.EventRepository`).
+"""The archived turns on PostgreSQL (:class:`memcore.archive_ports.EventRepository`).
 
 Tool messages and tool-call-only assistant messages are not archived (as on SQLite). Session recall is
 BM25 computed in SQL over each turn's :func:`memcore.text.tokenize` tokens (CJK characters one by one),

@@ -1,5 +1,5 @@
-"""The knowledge graph and the agent diary on PostgreSQL (:class:`memcore.ports.GraphRepository`,
-:class:`memcore.ports.DiaryRepository`): tables ``graph_entities``, ``graph_aliases``, ``graph_facts`` and
+"""The knowledge graph and the agent diary on PostgreSQL (:class:`memcore.archive_ports.GraphRepository`,
+:class:`memcore.archive_ports.DiaryRepository`): tables ``graph_entities``, ``graph_aliases``, ``graph_facts`` and
 ``diary`` (:mod:`memcore.stores.postgres_archive.schema`), stored as the SQLite engine stores them (times in
 integer microseconds, :mod:`memcore.stores.archive_codec`; source lists and aliases as JSON text). The calls
 over every user of an app (``users``, ``expire``) cover the users of this shard

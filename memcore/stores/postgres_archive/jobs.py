@@ -1,4 +1,4 @@
-"""The job table on PostgreSQL (:class:`memcore.ports.JobRepository`): one row per ingest, numbered in
+"""The job table on PostgreSQL (:class:`memcore.archive_ports.JobRepository`): one row per ingest, numbered in
 ingest order (``seq``, an identity column). The calls over every user (``requeue_unfinished``,
 ``counts``, ``prune``) cover the users of this shard (:class:`memcore.stores.postgres_archive.owner.Owner`)."""
 

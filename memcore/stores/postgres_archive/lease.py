@@ -1,4 +1,4 @@
-"""The shard lease on PostgreSQL (:class:`memcore.ports.ShardLease`): fencing of shard incarnations.
+"""The shard lease on PostgreSQL (:class:`memcore.archive_ports.ShardLease`): fencing of shard incarnations.
 
 Table ``shard_leases``: one row per shard number with its ``epoch`` (rising by one each time an
 incarnation starts), the ``holder`` (host and process) and when it was taken. :meth:`PgLease.acquire`

@@ -1,4 +1,4 @@
-"""The per-user write counter on PostgreSQL (:class:`memcore.ports.SequenceRepository`).
+"""The per-user write counter on PostgreSQL (:class:`memcore.archive_ports.SequenceRepository`).
 
 One upsert per number, committed before it is returned, so a user's numbers keep rising across shard
 restarts, moves to another node and shard-count changes (the row is keyed by (app, user)); erasing the

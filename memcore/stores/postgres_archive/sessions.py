@@ -1,4 +1,4 @@
-"""Session cursors and external-context marks on PostgreSQL (:class:`memcore.ports.SessionRepository`)."""
+"""Session cursors and external-context marks on PostgreSQL (:class:`memcore.archive_ports.SessionRepository`)."""
 
 from __future__ import annotations
 

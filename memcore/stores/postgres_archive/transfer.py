@@ -1,5 +1,5 @@
-"""A user's rows out of one PostgreSQL archive and into another (:meth:`memcore.ports.EventArchive.export_user`,
-:meth:`~memcore.ports.EventArchive.import_users`), with the semantics of the SQLite engine
+"""A user's rows out of one PostgreSQL archive and into another (:meth:`memcore.archive_ports.EventArchive.export_user`,
+:meth:`~memcore.archive_ports.EventArchive.import_users`), with the semantics of the SQLite engine
 (:mod:`memcore.stores.sqlite_archive.transfer`).
 
 Arrival numbers (``events.seq``) and job numbers (``jobs.seq``) are identity columns of the whole database,

@@ -1,4 +1,4 @@
-"""The event archive on SQLite (:class:`memcore.ports.EventArchive`): one file per shard
+"""The event archive on SQLite (:class:`memcore.archive_ports.EventArchive`): one file per shard
 (``archive.sqlite3``: turns, sessions, jobs, access times, the knowledge graph, the agent diary) plus the
 write counter's own file (``seq.sqlite3``); the shard's layout names both (:class:`memcore.layout.ShardLayout`).
 

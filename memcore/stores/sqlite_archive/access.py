@@ -1,4 +1,4 @@
-"""Last read times of entries on SQLite (:class:`memcore.ports.AccessRepository`)."""
+"""Last read times of entries on SQLite (:class:`memcore.archive_ports.AccessRepository`)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The archived turns on SQLite (:class:`memcore.ports.EventRepository`).
+"""The archived turns on SQLite (:class:`memcore.archive_ports.EventRepository`).
 
 Tool messages and tool-call-only assistant messages are not archived: extraction never looks at them,
 recall returns turns. Session recall is FTS5 over :func:`memcore.text.tokenize` tokens (CJK characters

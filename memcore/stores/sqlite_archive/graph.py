@@ -1,5 +1,5 @@
-"""The knowledge graph and the agent diary on SQLite (:class:`memcore.ports.GraphRepository`,
-:class:`memcore.ports.DiaryRepository`): tables ``graph_entities``, ``graph_aliases``, ``graph_facts`` and
+"""The knowledge graph and the agent diary on SQLite (:class:`memcore.archive_ports.GraphRepository`,
+:class:`memcore.archive_ports.DiaryRepository`): tables ``graph_entities``, ``graph_aliases``, ``graph_facts`` and
 ``diary`` of the archive file (:mod:`memcore.stores.sqlite_archive.schema`). Times are integer microseconds
 (:mod:`memcore.stores.archive_codec`); source lists are JSON arrays."""
 

@@ -1,4 +1,4 @@
-"""The job table on SQLite (:class:`memcore.ports.JobRepository`): one row per ingest (status, times, delta
+"""The job table on SQLite (:class:`memcore.archive_ports.JobRepository`): one row per ingest (status, times, delta
 bound ``upto_seq``, result JSON, reason), numbered in ingest order (``seq``). It lives in the archive's
 file, so a job's record commits with the turns it covers."""
 

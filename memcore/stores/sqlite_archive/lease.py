@@ -1,4 +1,4 @@
-"""The shard lease of the SQLite archive (:class:`memcore.ports.ShardLease`): nothing to fence.
+"""The shard lease of the SQLite archive (:class:`memcore.archive_ports.ShardLease`): nothing to fence.
 
 The archive's files are in the shard's own directory on one machine, and one process at a time opens a
 shard directory (the embedded deployment runs one Ray node, where Ray keeps one incarnation of a shard

@@ -1,4 +1,4 @@
-"""The per-user write counter on SQLite (:class:`memcore.ports.SequenceRepository`), in its own file.
+"""The per-user write counter on SQLite (:class:`memcore.archive_ports.SequenceRepository`), in its own file.
 
 A write's number is taken when it arrives at the shard (:meth:`actors.queues.UserQueues.reserve`) and
 is committed before the write runs, so the numbers of one user keep rising across shard restarts and

@@ -1,4 +1,4 @@
-"""Session cursors and external-context marks on SQLite (:class:`memcore.ports.SessionRepository`)."""
+"""Session cursors and external-context marks on SQLite (:class:`memcore.archive_ports.SessionRepository`)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""A user's rows out of one archive file and into another (:meth:`memcore.ports.EventArchive.export_user`,
-:meth:`~memcore.ports.EventArchive.import_users`): what moving a user to another shard copies.
+"""A user's rows out of one archive file and into another (:meth:`memcore.archive_ports.EventArchive.export_user`,
+:meth:`~memcore.archive_ports.EventArchive.import_users`): what moving a user to another shard copies.
 
 Arrival numbers and job numbers are file-wide, so an import renumbers: the user's turns get the next
 arrival numbers of the target file in their order, a job's ``upto_seq`` bound maps to the number of the

@@ -13,12 +13,7 @@ from typing import Any
 
 import pytest
 
-from memcore.errors import ArchiveUnavailableError, NotFoundError, StoreError, ValidationError
-from memcore.extraction.events import Event
-from memcore.ids import shard_of
-from memcore.knowledge import KnowledgeGraph
-from memcore.model import UserKey
-from memcore.ports import (
+from memcore.archive_ports import (
     AccessRepository,
     DiaryRepository,
     EventArchive,
@@ -29,6 +24,11 @@ from memcore.ports import (
     SessionRepository,
     ShardLease,
 )
+from memcore.errors import ArchiveUnavailableError, NotFoundError, StoreError, ValidationError
+from memcore.extraction.events import Event
+from memcore.ids import shard_of
+from memcore.knowledge import KnowledgeGraph
+from memcore.model import UserKey
 from memcore.records import JobRecord, Turn, UserRows
 from memcore.stores.postgres_archive import Owner, PostgresArchive
 from memcore.stores.sqlite_archive import SqliteArchive

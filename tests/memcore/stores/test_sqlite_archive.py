@@ -8,10 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from memcore.errors import NotFoundError
-from memcore.extraction.events import Event
-from memcore.model import UserKey
-from memcore.ports import (
+from memcore.archive_ports import (
     AccessRepository,
     DiaryRepository,
     EventArchive,
@@ -21,6 +18,9 @@ from memcore.ports import (
     SequenceRepository,
     SessionRepository,
 )
+from memcore.errors import NotFoundError
+from memcore.extraction.events import Event
+from memcore.model import UserKey
 from memcore.records import JobRecord
 from memcore.stores.archive_codec import from_us, to_us
 from memcore.stores.sqlite_archive import SqliteArchive
