@@ -47,8 +47,9 @@ from typing import Any
 
 from memcore.errors import NotFoundError, ValidationError
 from memcore.fields import check_identifier
-from memcore.model import Entry
+from memcore.model import Entry, UserKey
 from memcore.text import normalize
+from memcore.validation import make_key
 
 PREFIX = "mem0_"
 AGENT, RUN, APP, PREV = "mem0_agent_id", "mem0_run_id", "mem0_app_id", "mem0_prev_id"
@@ -64,6 +65,11 @@ def escaped(text: str) -> bool:
     """Whether a memcluster id is an escaped Mem0 id: it holds ``~0`` or ``~1``, which no id left as it
     was holds."""
     return "~0" in text or "~1" in text
+
+
+def user_key(app: str, user: str) -> UserKey:
+    """The memcluster scope of a Mem0 user id (:func:`member`: 422 naming ``user_id``)."""
+    return make_key(app, member(user))
 
 
 def member(value: Any, field: str = "user_id") -> str:
