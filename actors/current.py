@@ -17,6 +17,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from memcore.read_write_lock import ReadWriteLock
 from memcore.service import MemoryService
 
 
@@ -26,9 +27,7 @@ class CurrentService:
     def __init__(self, service: MemoryService) -> None:
         self._service = service
         self._lock = threading.Lock()
-        self._cond = threading.Condition(threading.Lock())
-        self._readers = 0
-        self._closing = False
+        self._rw = ReadWriteLock()
 
     def get(self) -> MemoryService:
         with self._lock:
@@ -43,31 +42,13 @@ class CurrentService:
     @contextmanager
     def reading(self) -> Iterator[MemoryService]:
         """The current service, kept open for the block (a compaction's :meth:`closing` waits for it)."""
-        with self._cond:
-            while self._closing:
-                self._cond.wait()
-            self._readers += 1
-        try:
+        with self._rw.shared():
             yield self.get()
-        finally:
-            with self._cond:
-                self._readers -= 1
-                if not self._readers:
-                    self._cond.notify_all()
 
     @contextmanager
     def closing(self) -> Iterator[None]:
         """Exclusive use of the serving service (to close and replace it): waits for the reads in flight,
-        holds new ones until the block ends. Not reentrant, and never taken inside :meth:`reading`."""
-        with self._cond:
-            while self._closing:
-                self._cond.wait()
-            self._closing = True  # new reads wait from here on (no reader starves the compaction)
-            while self._readers:
-                self._cond.wait()
-        try:
+        holds new ones until the block ends (no reader starves the compaction). Not reentrant, and never
+        taken inside :meth:`reading`."""
+        with self._rw.exclusive():
             yield
-        finally:
-            with self._cond:
-                self._closing = False
-                self._cond.notify_all()

@@ -47,7 +47,6 @@ import shutil
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -62,6 +61,7 @@ from memcore.ids import point_id
 from memcore.layout import tiers_dir
 from memcore.model import Entry, Kind, UserKey
 from memcore.ports import Vectors
+from memcore.read_write_lock import ReadWriteLock
 from memcore.search_model import TopicsMatch
 from memcore.stores import edge_compaction, hnsw_build
 from memcore.stores.qdrant_edge import QdrantEdgeStore
@@ -115,44 +115,6 @@ def _digest(key: UserKey) -> str:
     return hashlib.sha256(f"{key.app}\0{key.user}".encode()).hexdigest()[:24]
 
 
-class _ReadWriteLock:
-    """Many holders of the shared side, or one of the exclusive side (the tier switch)."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._readers = 0
-        self._writer = False
-
-    @contextmanager
-    def shared(self) -> Iterator[None]:
-        with self._cond:
-            while self._writer:
-                self._cond.wait()
-            self._readers += 1
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._readers -= 1
-                if not self._readers:
-                    self._cond.notify_all()
-
-    @contextmanager
-    def exclusive(self) -> Iterator[None]:
-        with self._cond:
-            while self._writer:
-                self._cond.wait()
-            self._writer = True
-            while self._readers:
-                self._cond.wait()
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._writer = False
-                self._cond.notify_all()
-
-
 @dataclass
 class _Tier:
     key: UserKey
@@ -185,7 +147,7 @@ class TieredEdgeStore:
         self.min_entries = min_entries
         self.rebuild_growth = rebuild_growth
         self._shard_label = shard
-        self._rw = _ReadWriteLock()
+        self._rw = ReadWriteLock()
         self._mutex = threading.Lock()  # routing table and build marks
         self._tiers: dict[UserKey, _Tier] = {}
         self._builds: dict[UserKey, _Build] = {}
