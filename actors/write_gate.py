@@ -7,56 +7,35 @@ touches the vector store or the keyword index (:mod:`actors.fencing`)."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from actors.queues import UserQueues
 from memcore.model import UserKey
+from memcore.read_write_lock import ReadWriteLock
 
 
 class WriteGate:
+    """Writes hold the shared side of a :class:`memcore.read_write_lock.ReadWriteLock`, a generation switch its
+    exclusive side; the first write in sets the dirty mark and the last one out removes it."""
+
     def __init__(self, queues: UserQueues, dirty: Path, check: Callable[[], None] | None = None) -> None:
-        self._queues, self._dirty, self._check = queues, dirty, check
-        self._writers = 0
-        self._frozen = False
-        self._cond = threading.Condition()
+        self._queues, self._check = queues, check
+        self._lock = ReadWriteLock(on_first_shared=dirty.touch,
+                                   on_last_shared=lambda: dirty.unlink(missing_ok=True))
 
     @contextmanager
     def writing(self, key: UserKey) -> Iterator[int]:
         """The user's write turn (its FIFO position), then the gate, with the dirty mark while any
         write is under way."""
-        with self._queues.turn(key) as seq:
-            with self._cond:
-                while self._frozen:
-                    self._cond.wait()
-                self._writers += 1
-                if self._writers == 1:
-                    self._dirty.touch()
-            try:
-                if self._check is not None:
-                    self._check()
-                yield seq
-            finally:
-                with self._cond:
-                    self._writers -= 1
-                    if self._writers == 0:
-                        self._dirty.unlink(missing_ok=True)
-                        self._cond.notify_all()
+        with self._queues.turn(key) as seq, self._lock.shared():
+            if self._check is not None:
+                self._check()
+            yield seq
 
     @contextmanager
     def frozen(self) -> Iterator[None]:
         """Close the gate and wait until no write is under way (writes in line keep their places)."""
-        with self._cond:
-            while self._frozen:
-                self._cond.wait()
-            self._frozen = True
-            while self._writers:
-                self._cond.wait()
-        try:
+        with self._lock.exclusive():
             yield
-        finally:
-            with self._cond:
-                self._frozen = False
-                self._cond.notify_all()
