@@ -358,6 +358,12 @@ def test_store_failing_one_op_of_five(make_core: MakeCore) -> None:
     telemetry.set_recorder(rec)
     try:
         job = done(core, core.ingest(A, "s1", turns(5)))
+        # the job's counters follow its finished record (the worker counts them after the record is
+        # written), so wait for them before the recorder goes
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and not any(
+                name == "memcluster_operations_failed_total" for name, _, _ in list(rec.counts)):
+            time.sleep(0.01)
     finally:
         telemetry.set_recorder(None)
     # a partly failed job is not "done": it is partial, finished, and says which operation failed
