@@ -79,7 +79,7 @@ def _already_up() -> str | None:
 def cmd_up(args: argparse.Namespace) -> int:
     plan = deploy.load_plan(Path(args.config), args.settings, data_dir=args.data_dir, host=args.host,
                             port=args.port, shards=args.shards)
-    settings = plan.settings
+    settings = deploy.with_ingress(plan.settings)  # `auto` resolved once: it runs `haproxy -v`
     running = _already_up()
     if running is not None:
         print(f"memcluster is already running at {running}: `memctl down` stops it")

@@ -53,6 +53,11 @@ def ingress_of(settings: Settings) -> Literal["proxy", "haproxy"]:
     return "haproxy" if version.returncode == 0 else "proxy"
 
 
+def with_ingress(settings: Settings) -> Settings:
+    """``settings`` with ``http.ingress`` resolved (:func:`ingress_of`), so later reads need no probe."""
+    return settings.model_copy(update={"http": settings.http.model_copy(update={"ingress": ingress_of(settings)})})
+
+
 def serve_process_env(settings: Settings) -> dict[str, str]:
     """:data:`SERVE_PROCESS_ENV` plus, when the ingress is HAProxy (:func:`ingress_of`), Ray Serve's HAProxy
     mode: HAProxy listens on ``http.host:http.port`` and forwards to each ingress replica's own HTTP server

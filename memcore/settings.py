@@ -173,11 +173,10 @@ class HttpSettings(BaseModel):
     ingress: Literal["auto", "proxy", "haproxy"] = "auto"
     """Who accepts HTTP: ``proxy``, Ray Serve's proxy actor (forwards each request to an ingress replica);
     ``haproxy``, Ray Serve's HAProxy mode: HAProxy listens on ``host:port`` and forwards straight to each
-    ingress replica's own HTTP server on ``host`` (needs the ``haproxy`` extra, Linux); ``auto`` (the
-    default): ``haproxy`` where an HAProxy binary is found, else ``proxy``. In one run (LoCoMo over HTTP,
-    one client) search took 8.5 / 15.5 ms p50 / p99 through HAProxy and 12.1 / 18.2 ms through the proxy,
-    and at 8 clients HAProxy served 195-211 searches/s to the proxy's 137 (bench/results/http_api.md).
-    Read where Ray starts: ``memctl up`` (a head it starts) and the benchmarks."""
+    ingress replica's own HTTP server on ``host`` (needs the ``haproxy`` extra, Linux), which is faster
+    (docs/benchmarks.md, "HTTP API"); ``auto`` (the default): ``haproxy`` where an HAProxy binary runs,
+    else ``proxy`` (:func:`cluster.deploy.ingress_of`). Read where Ray starts: ``memctl up`` (a head it
+    starts) and the benchmarks."""
     haproxy: HAProxySettings = Field(default_factory=HAProxySettings)
     embed_queries_in_ingress: bool = True
     """Ingress replicas embed search queries themselves (a small model per replica) instead of

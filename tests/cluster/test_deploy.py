@@ -86,6 +86,8 @@ def test_auto_ingress_is_haproxy_where_its_binary_is_found(monkeypatch: pytest.M
     assert deploy.ingress_of(settings) == "haproxy"  # the haproxy extra is installed here
     assert deploy.serve_process_env(settings)["RAY_SERVE_ENABLE_HA_PROXY"] == "1"
     assert deploy.ingress_of(Settings(data_dir=tmp_path, http={"ingress": "proxy"})) == "proxy"
+    resolved = deploy.with_ingress(settings)
+    assert resolved.http.ingress == "haproxy" and settings.http.ingress == "auto"
 
     def missing() -> str:
         raise FileNotFoundError("no haproxy")
