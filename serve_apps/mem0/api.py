@@ -202,7 +202,7 @@ def _only_query(request: Request, allowed: tuple[str, ...]) -> None:
     check_project(request.query_params, request.state.mem0_app)
     for name in request.query_params:
         if name not in allowed and name not in PROJECT_IDS:
-            raise ValidationError(f"unknown query parameter {name!r}", field=name)
+            raise ValidationError(f"unknown query parameter {name!r}", field=name or "query")  # '' names nothing
 
 
 def _query_filters(text: str | None) -> Any:

@@ -87,7 +87,7 @@ def check_options(extra: Mapping[str, Any] | None, allowed: tuple[str, ...], app
             continue
         option = OPTIONS.get(name) if name in allowed else None
         if option is None:
-            raise ValidationError(f"unknown parameter {name!r}{where}", field=name)
+            raise ValidationError(f"unknown parameter {name!r}{where}", field=name or "body")  # '' names nothing
         if option.accepts is None or not option.accepts(value):
             raise ValidationError(f"{name}={value!r} is not supported: {option.why}", field=name)
 
@@ -169,7 +169,7 @@ class Mem0SearchRequest(BaseModel):
     top_k: int = Field(default=10, ge=1, le=1000)
     limit: int | None = Field(default=None, ge=1, le=1000, description="Mem0 open source's name of top_k.")
     threshold: float | None = Field(default=None, ge=0, le=1, description=(
-        "Minimum score (the query/memory cosine, clamped to 0..1) of a result."))
+        "Minimum score (the hit's relevance, clamped to 0..1) of a result."))
     categories: list[str] | None = Field(default=None, description="Only memories with one of these categories.")
     fields: list[str] | None = Field(default=None, description="Only these fields of each result (and id).")
     enable_graph: bool = Field(default=False, description=(

@@ -38,6 +38,7 @@ from hypothesis import strategies as st
 
 from memcore.vocabulary import ALL_TOOLS
 from serve_apps.http.app import create_app
+from serve_apps.mem0.errors import detail_of
 from tests.serve_apps.conftest import AUTH_KEYS, Served
 
 APP = "app-a"
@@ -78,7 +79,10 @@ def check_response(response: Any, request: str) -> None:
         body = response.json()
     except ValueError:
         pytest.fail(f"{status} without a JSON body for {request}: {response.text[:500]!r}")
-    assert isinstance(body, dict) and set(body) == ERROR_KEYS, f"{status} not the error shape for {request}: {body}"
+    assert isinstance(body, dict), f"{status} not the error shape for {request}: {body}"
+    if "detail" in body:  # the paths under /mem0 add the field Mem0's client reads (serve_apps.mem0.errors)
+        assert body["detail"] == detail_of(body), f"{status} with a detail of its own for {request}: {body}"
+    assert set(body) - {"detail"} == ERROR_KEYS, f"{status} not the error shape for {request}: {body}"
     assert isinstance(body["error"], str) and body["error"], f"{status} without an error class for {request}: {body}"
     assert isinstance(body["message"], str) and body["message"].strip(), f"{status} without a message: {request}"
     assert body["field"] is None or isinstance(body["field"], str), body
@@ -257,8 +261,11 @@ def test_error_checker_rejects_bad_shapes() -> None:
 
     check_response(response(422, {"error": "ValidationError", "field": "text", "message": "too long"}), "ok")
     check_response(response(404, {"error": "NotFoundError", "field": None, "message": "no such memory"}), "ok")
+    check_response(response(422, {"error": "ValidationError", "field": "user_id", "message": "required",
+                                  "detail": "user_id: required"}), "ok")  # Mem0's paths add detail
     for bad in (response(503, {"error": "StoreError", "field": "store", "message": "x"}),
                 response(400, {"detail": "nope"}),
+                response(400, {"error": "ValidationError", "field": "x", "message": "bad", "detail": "other"}),
                 response(422, {"error": "ValidationError", "field": None, "message": "bad"}),
                 response(404, {"error": "NotFoundError", "field": None, "message": " "})):
         with pytest.raises(AssertionError):

@@ -30,3 +30,10 @@ def test_v1_add_and_v2_search_and_list_take_top_level_entity_ids(client: httpx.C
     assert found("", {"user_id": "wim", "filters": {"agent_id": "chef"}}) == ["Wim is vegetarian"]
     r = client.post("/mem0/v2/memories/search/", json={"query": "Wim"})
     assert r.status_code == 422 and r.json()["field"] == "filters.user_id"  # no user anywhere: refused
+
+
+def test_a_parameter_without_a_name_is_refused_naming_where_it_was(client: httpx.Client) -> None:
+    r = client.post("/mem0/v1/memories/", json={"": None, "messages": "hi", "user_id": "wim"})
+    assert r.status_code == 422 and r.json()["field"] == "body" and "unknown parameter ''" in r.json()["message"]
+    r = client.delete("/mem0/v1/memories/?=false")
+    assert r.status_code == 422 and r.json()["field"] == "query", r.text
