@@ -167,7 +167,7 @@ class MemoryClient:
     ) -> PreloadResult:
         """The memories to inject before a model call (budget 0 off, -1 all) and their rendered block;
         ``topics`` (any of them, or all with ``topics_match="all"``) narrows what is considered;
-        ``min_relevance`` (query/memory cosine, -1..1) injects only memories that match the message;
+        ``min_relevance`` (the hits' ``relevance``, -1..1) injects only memories that match the message;
         ``include_facts`` adds the current knowledge-graph facts of the entities the message names."""
         return self._send(P.preload(app, user, budget, message, mode, playbook, topics, topics_match,
                                         max_tokens, min_relevance, include_facts))

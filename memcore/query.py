@@ -4,7 +4,9 @@
   BM25 list searches with (``keyword_query="content"``); names, numbers and topic words stay;
 - :func:`query_dates`: the day or month a query names ("on 7 July, 2023", "in August 2023",
   "October 6, 2022", "4th October, 2023") and the query without it (the date boost searches that
-  period and fuses the result in; see :mod:`memcore.search`).
+  period and fuses the result in; see :mod:`memcore.search`);
+- :func:`query_names`: the names a query gives (its capitalised words that start no sentence: people,
+  places, titles), which a memory's relevance checks it for (:class:`memcore.relevance.Judge`).
 
 Measured on LoCoMo (``bench/results/retrieval.md``): each adds 1.5-3 points of session recall@5.
 """
@@ -76,3 +78,29 @@ def query_dates(text: str) -> tuple[Period | None, str]:
         rest = " ".join((text[: m.start()] + text[m.end() :]).split()).replace(" ,", ",").replace(" ?", "?")
         return (start, end), _DANGLING.sub(r"\2", rest).replace(" ?", "?").strip()
     return None, text
+
+
+_WEEKDAYS = frozenset("monday tuesday wednesday thursday friday saturday sunday".split())
+_WORD = re.compile(r"[^\W\d_][\w'’-]*")
+_SENTENCE_END = re.compile(r"[.?!:;\n\"“”()]+")
+_CLITICS = frozenset("s m re ve ll d t".split())
+"""What follows an apostrophe and is not part of a name: ``Andrew's``, ``I'm``, ``they've``."""
+
+
+def query_names(text: str) -> frozenset[str]:
+    """The names ``text`` gives, lowercased: its words that start with a capital and do not start a sentence
+    (``"What did Caroline tell Mel about Becoming Nicole?"`` → caroline, mel, becoming, nicole), without a
+    clitic (``Andrew's`` → andrew) and without stop words (``I``), months and weekdays (a date is no name;
+    :func:`query_dates` takes the dates out first). A query in lower case, or in a script without capitals,
+    names nothing: nothing is checked for it."""
+    _, rest = query_dates(text)
+    names: set[str] = set()
+    for sentence in _SENTENCE_END.split(rest):
+        for word in _WORD.findall(sentence)[1:]:
+            if not word[0].isupper():
+                continue
+            head, _, tail = word.replace("’", "'").partition("'")
+            name = (head if tail.lower() in _CLITICS else word).strip("'-").lower()
+            if len(name) > 1 and name not in STOP_WORDS and name not in _MONTHS and name not in _WEEKDAYS:
+                names.add(name)
+    return frozenset(names)

@@ -13,8 +13,9 @@ retrieval benchmark measured best (``bench/results/retrieval.md``; README, "Benc
 - merging verbatim windows that share turns (:func:`memcore.fusion.merge_overlapping`) is applied
   by the service after dedup;
 - every hit carries its ``relevance`` (:mod:`memcore.relevance`: the query/memory cosine, from the dense
-  list, or for a hit only BM25 found from the vector the store returns with it); ``similarity_threshold``
-  keeps the hits at or above it (hybrid too); without one a hybrid search keeps every hit.
+  list, or for a hit only BM25 found from the vector the store returns with it, less the penalty for the
+  query's names the memory lacks); ``similarity_threshold`` keeps the hits at or above it (hybrid too);
+  without one a hybrid search keeps every hit.
 
 Pure with respect to its inputs: the stores are read, never written.
 """
@@ -30,8 +31,8 @@ from memcore.ids import point_id
 from memcore.metadata import matches, pushdown
 from memcore.model import Entry, Kind, UserKey
 from memcore.ports import KeywordIndex, Vectors, VectorStore
-from memcore.query import content_query, query_dates
-from memcore.relevance import cosines, floor_of
+from memcore.query import content_query, query_dates, query_names
+from memcore.relevance import Judge, cosines, floor_of
 from memcore.search_model import SearchHit, SearchOptions
 from memcore.settings import SearchDefaults
 from memcore.vocabulary import KeywordQuery
@@ -76,6 +77,7 @@ def search_once(
     merging = knobs.merge_overlapping and opts.hybrid
     pool = max(defaults.candidate_pool, opts.max_results * (3 if opts.deduplicate or merging else 1))
     meta = pushdown(opts.metadata_filter)
+    judge = Judge(query_names(opts.query))
     if not opts.hybrid:
         with tracing.store_span("memcluster.vector_search", db_system(vectors), "search", memcluster__pool=pool) as sp:
             dense = vectors.search(key, qvec, limit=pool, kind=kind, time_from=opts.time_from, time_to=opts.time_to,
@@ -83,7 +85,9 @@ def search_once(
             if sp is not None:
                 sp.set_attribute("memcluster.results", len(dense))
         floor = floor_of(opts.similarity_threshold, hybrid=False)
-        return [_hit(e, s, s) for e, s in dense if (floor is None or s >= floor)
+        judged = [(e, s, judge(s, e.text)) for e, s in dense]
+        on_cosine = opts.similarity_threshold is None  # the seeds' default threshold is on the cosine
+        return [_hit(e, s, r) for e, s, r in judged if (floor is None or (s if on_cosine else r) >= floor)
                 and matches(e.metadata, opts.metadata_filter) and (alive is None or alive(e))]
     period, rest = query_dates(opts.query) if knobs.date_boost else (None, opts.query)
     text = content_query(rest) if knobs.keyword_query == "content" else rest
@@ -114,9 +118,9 @@ def search_once(
                     p = point_id(e.id)
                     known[p] = e
                     cos.setdefault(p, c)  # a dense hit keeps the cosine its list scored
-        hits += [_hit(known[p], s, cos[p]) for p, s in chunk
-                 if p in known and (floor is None or cos[p] >= floor)
-                 and matches(known[p].metadata, opts.metadata_filter) and (alive is None or alive(known[p]))]
+        judged = [(known[p], s, judge(cos[p], known[p].text)) for p, s in chunk if p in known]
+        hits += [_hit(e, s, r) for e, s, r in judged if (floor is None or r >= floor)
+                 and matches(e.metadata, opts.metadata_filter) and (alive is None or alive(e))]
         if need is not None and len(hits) >= need:
             break
     return hits

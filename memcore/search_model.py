@@ -43,7 +43,7 @@ class SearchOptions(BaseModel):
     """At most this many tokens of hit text in all (:mod:`memcore.budget`); None: the service's default."""
     similarity_threshold: Annotated[float, Field(ge=MIN_RELEVANCE, le=MAX_RELEVANCE)] | None = None
     """Keep hits with ``relevance`` at least this (:mod:`memcore.relevance`), dense or hybrid; None: the
-    0.3 of the tRPC-Agent-Go memory service for a dense search, no floor for a hybrid one
+    0.3 of the tRPC-Agent-Go memory service on the cosine for a dense search, no floor for a hybrid one
     (:func:`memcore.relevance.floor_of`)."""
     order_by_event_time: bool = False
     deduplicate: bool = False
@@ -97,12 +97,14 @@ class SearchOptions(BaseModel):
 
 class SearchHit(BaseModel):
     """One result: ``score`` ranks (fused RRF score in hybrid search, cosine in dense search), ``relevance``
-    judges (the query/memory cosine, -1..1, :mod:`memcore.relevance`); a search fills both."""
+    judges (the query/memory cosine less a penalty for the query's names the memory lacks, -1..1,
+    :mod:`memcore.relevance`); a search fills both."""
 
     entry: Entry
     score: float
     relevance: float | None = None
-    """The cosine of the query's and the entry's vectors (-1..1); None only for a hit built outside a search."""
+    """The cosine of the query's and the entry's vectors less the name penalty (-1..1,
+    :class:`memcore.relevance.Judge`); None only for a hit built outside a search."""
     merged: list[str] = Field(default_factory=list)
     """Ids of further entries this hit's text includes (``merge_overlapping``); empty otherwise."""
     cut: list[str] = Field(default_factory=list)

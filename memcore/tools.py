@@ -76,7 +76,9 @@ SCHEMAS: dict[str, dict[str, Any]] = {
                                                             "all: every one of them."},
                             MIN_RELEVANCE_ARG: {"type": "number", "minimum": MIN_RELEVANCE, "maximum": MAX_RELEVANCE,
                                                 "description": "Only memories at least this relevant to the query "
-                                                               f"(cosine, {MIN_RELEVANCE:g}..{MAX_RELEVANCE:g}; "
+                                                               "(their cosine, less a penalty when a memory "
+                                                               "lacks the names the query gives; "
+                                                               f"{MIN_RELEVANCE:g}..{MAX_RELEVANCE:g}; "
                                                                f"{DEFAULT_FLOOR:g} leaves out what does not "
                                                                "match); default: no floor."}},
              "required": ["query"]},

@@ -79,7 +79,8 @@ MAX_RECALL_RESULTS = 100
 """The most archived turns one session recall returns (HTTP, MCP and the shard check it)."""
 MIN_RELEVANCE_ARG = "min_relevance"
 """The option of ``memory_search`` (and of preload) that keeps only hits at least this relevant
-(:mod:`memcore.relevance`: the query/memory cosine, -1..1); a search's ``similarity_threshold``."""
+(:mod:`memcore.relevance`: the query/memory cosine less the name penalty, -1..1); a search's
+``similarity_threshold``."""
 
 # ------------------------------------------------------------------ HTTP
 DEFAULT_PORT = 8000

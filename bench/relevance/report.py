@@ -12,8 +12,8 @@ from typing import Any
 
 from bench.harness.report import md_table, plot_style
 
-LABELS = {"relevance": "relevance (query/memory cosine)", "fused_score": "fused RRF score (`score`)",
-          "keyword": "keyword evidence (query content words in the hit)", "mix": "0.5 relevance + 0.5 keyword"}
+LABELS = {"relevance": "relevance (cosine, less the penalty for missing names)", "cosine": "cosine alone",
+          "fused_score": "fused RRF score (`score`)", "keyword": "keyword evidence (query content words in the hit)"}
 
 
 def _ci(v: list[float]) -> str:
@@ -48,6 +48,16 @@ def markdown(res: dict[str, Any]) -> str:
         rows = [[k, f"{v['cross_emptied']:.3f} {_ci(v['cross_emptied_ci95'])}", f"{v['any@5']:.3f}",
                  f"{v['any@5_drop']:+.4f}"] for k, v in res["gate"].items()]
         lines += md_table(["floor", "cross searches emptied", "own any@5", "any@5 drop"], rows)
+    if res.get("gate_cosine"):
+        lines += ["", "The same floor on the search, judged by the cosine alone (what a query that names nobody "
+                      "gets):", ""]
+        rows = [[k, f"{v['cross_emptied']:.3f} {_ci(v['cross_emptied_ci95'])}", f"{v['any@5']:.3f}",
+                 f"{v['any@5_drop']:+.4f}"] for k, v in res["gate_cosine"].items()]
+        lines += md_table(["floor", "cross searches emptied", "own any@5", "any@5 drop"], rows)
+    if res.get("halves"):
+        lines += ["", f"The default floor ({floor:g}, on each hit) on each half of the conversations apart: "
+                  + "; ".join(f"{h} half ({v['questions']} questions) {v['cross_emptied']:.3f} emptied, "
+                              f"any@5 drop {v['any@5_drop']:+.4f}" for h, v in res["halves"].items()) + "."]
     t = res["targets"]
     lines += ["", f"Targets: AUC >= {t['auc']} ({'met' if res['met']['auc'] else 'NOT met'}), cross emptied "
                   f">= {t['cross_emptied']:.0%} ({'met' if res['met']['cross_emptied'] else 'NOT met'}), any@5 drop "
@@ -63,7 +73,7 @@ def plot(res: dict[str, Any], path: Path) -> None:
     a.hist(res["own_top_relevance"], bins=bins, alpha=0.6, label="own user (answer present)")
     a.hist(res["cross_top_relevance"], bins=bins, alpha=0.6, label="another user")
     a.axvline(res["default_floor"], color="k", ls="--", lw=1, label=f"default floor {res['default_floor']:g}")
-    a.set_xlabel("top hit relevance (cosine)")
+    a.set_xlabel("top hit relevance")
     a.set_ylabel("questions")
     a.set_title(f"AUC {res['separation']['relevance']['auc']:.3f} "
                 f"(fused score: {res['separation']['fused_score']['auc']:.3f})")

@@ -9,19 +9,23 @@ default embedder ``minilm-l3``, passage vectors cached in ``bench/results/cache`
 :func:`bench.retrieval.ingest.ingest`). For each question of categories 1-4 with evidence:
 
 - the **own** search: the question against its own conversation's user, default options (no floor); the
-  top hit's ``relevance`` (the query/memory cosine, :mod:`memcore.relevance`) and fused ``score``;
+  top hit's ``relevance`` (:mod:`memcore.relevance`: the query/memory cosine less the penalty for the
+  query's names the memory lacks), its cosine alone and its fused ``score``;
 - the **cross** search: the same question against another conversation's user (conversation i asks
   conversation i + 1), whose memories do not hold the answer; the same two numbers of its top hit;
 - the same two searches with ``similarity_threshold`` at each floor of :data:`FLOORS`
   (:data:`memcore.relevance.DEFAULT_FLOOR` among them): is the cross search emptied, and what is the own
   search's session recall any@5 (:mod:`bench.retrieval.recall`);
 - derived without more searches, a floor on the search instead of on each hit (``gate``: a search whose
-  best returned hit is below the floor returns nothing, else its hits as they are), for comparison.
+  best returned hit is below the floor returns nothing, else its hits as they are; preload's floor), and the
+  same of the cosine alone (``gate_cosine``: what a query that names nobody gets);
+- at the default floor, the cross searches emptied and the any@5 drop of each half of the conversations
+  apart (``halves``), to see whether the default holds on conversations it was not chosen on.
 
 Separation is the AUC of own vs cross top-hit values (the probability that a random own top hit outscores a
 random cross one; ties count half), with a 95 % bootstrap interval (questions resampled, 1,000 times), for
-the relevance, the fused score, the keyword evidence (share of the query's content words in the top hit)
-and an even mix of relevance and keyword evidence. Writes ``bench/results/relevance.json`` / ``.md`` /
+the relevance, its cosine alone, the fused score and the keyword evidence (share of the query's content
+words in the top hit). Writes ``bench/results/relevance.json`` / ``.md`` /
 ``.png`` (or ``--out`` and the files beside it). Nothing reads the QA answers; evidence only scores recall.
 """
 
@@ -42,14 +46,14 @@ from bench.relevance.report import write_reports
 from bench.retrieval.configs import DEFAULT_CFG
 from bench.retrieval.ingest import Embedders, ingest
 from bench.retrieval.recall import MAIN_CATEGORIES, bootstrap_ci, score
-from memcore.query import content_query
-from memcore.relevance import DEFAULT_FLOOR
+from memcore.query import content_query, query_names
+from memcore.relevance import DEFAULT_FLOOR, Judge
 from memcore.search_model import SearchHit
 from memcore.text import tokenize
 
 FLOORS: tuple[float, ...] = tuple(sorted({0.25, 0.3, 0.35, 0.4, 0.45, DEFAULT_FLOOR}))
 """The floors measured (``similarity_threshold``)."""
-SIGNALS = ("relevance", "fused_score", "keyword", "mix")
+SIGNALS = ("relevance", "cosine", "fused_score", "keyword")
 TARGETS = {"auc": 0.95, "cross_emptied": 0.85, "recall_drop": 0.01}
 """The issue's targets: AUC of the relevance, share of cross searches the default floor empties, largest
 own-user any@5 drop."""
@@ -62,14 +66,36 @@ def keyword_evidence(query: str, text: str) -> float:
     return len(words & set(tokenize(text))) / len(words) if words else 0.0
 
 
+def cosine_of(query: str, hit: SearchHit) -> float:
+    """A hit's cosine alone: its relevance without the penalty for the query's names it lacks
+    (:class:`memcore.relevance.Judge`), what a query that names nobody is judged by; -1 for no relevance."""
+    if hit.relevance is None:
+        return -1.0
+    return float(hit.relevance) + Judge(query_names(query)).penalty(hit.entry.text)
+
+
 def top_values(query: str, hits: Sequence[SearchHit]) -> dict[str, float]:
-    """The top hit's signals (relevance, fused score, keyword evidence, their mix); -1 / 0 for no hit."""
+    """The top hit's signals (relevance, its cosine alone, fused score, keyword evidence); -1 / 0 for no hit."""
     if not hits:
-        return {"relevance": -1.0, "fused_score": 0.0, "keyword": 0.0, "mix": -0.5}
+        return {"relevance": -1.0, "cosine": -1.0, "fused_score": 0.0, "keyword": 0.0}
     top = hits[0]
     rel = float(top.relevance if top.relevance is not None else -1.0)
-    kw = keyword_evidence(query, top.entry.text)
-    return {"relevance": rel, "fused_score": float(top.score), "keyword": kw, "mix": 0.5 * rel + 0.5 * kw}
+    return {"relevance": rel, "cosine": cosine_of(query, top), "fused_score": float(top.score),
+            "keyword": keyword_evidence(query, top.entry.text)}
+
+
+def gate_of(base: Sequence[float], own_best: Sequence[float], cross_best: Sequence[float]) -> dict[str, Any]:
+    """A floor on the search instead of each hit, derived without more searches: a search whose best hit is
+    below the floor returns nothing, else its hits as they are; per floor, the cross searches emptied and the
+    own any@5 kept (``base``: each question's own any@5 without a floor)."""
+    out: dict[str, dict[str, Any]] = {}
+    for f in FLOORS:
+        kept = [r if b >= f else 0.0 for r, b in zip(base, own_best, strict=True)]
+        flags = [float(b < f) for b in cross_best]
+        out[f"{f:g}"] = {"cross_emptied": round(float(np.mean(flags)), 4), "cross_emptied_ci95": share_ci(flags),
+                         "any@5": round(float(np.mean(kept)), 4),
+                         "any@5_drop": round(float(np.mean(base)) - float(np.mean(kept)), 4)}
+    return out
 
 
 def auc(pos: np.ndarray, neg: np.ndarray) -> float:
@@ -115,6 +141,9 @@ def run(convs: Sequence[Conversation], log: Any = print, workdir: Path | None = 
     own_emptied: dict[str, list[float]] = {f"{f:g}": [] for f in FLOORS}
     own_best: list[float] = []  # the best relevance among the own search's returned hits
     cross_best: list[float] = []
+    own_best_cos: list[float] = []  # the same, of the cosine alone
+    cross_best_cos: list[float] = []
+    halves: dict[str, list[tuple[float, float]]] = {"first": [], "second": []}  # (emptied, drop) at the default
     t1 = time.perf_counter()
     try:
         for n, ((ci, qa), qvec) in enumerate(zip(asked, qvecs, strict=True)):
@@ -130,6 +159,8 @@ def run(convs: Sequence[Conversation], log: Any = print, workdir: Path | None = 
                 cross_top[s].append(v)
             own_best.append(max((h.relevance or -1.0 for h in hits), default=-1.0))
             cross_best.append(max((h.relevance or -1.0 for h in cross), default=-1.0))
+            own_best_cos.append(max((cosine_of(qa.question, h) for h in hits), default=-1.0))
+            cross_best_cos.append(max((cosine_of(qa.question, h) for h in cross), default=-1.0))
             for f in FLOORS:
                 floored = opts.model_copy(update={"similarity_threshold": f})
                 fh = ing.search(own, floored, qvec)
@@ -137,6 +168,9 @@ def run(convs: Sequence[Conversation], log: Any = print, workdir: Path | None = 
                                               qa.evidence)["session_recall_any@5"])
                 own_emptied[f"{f:g}"].append(float(not fh))
                 emptied[f"{f:g}"].append(float(not ing.search(other, floored, qvec)))
+            k = f"{DEFAULT_FLOOR:g}"
+            halves["first" if ci < (len(convs) + 1) // 2 else "second"].append(
+                (emptied[k][-1], recall["none"][-1] - recall[k][-1]))
             if n and n % 200 == 0:
                 log(f"{n}/{len(asked)} questions, {time.perf_counter() - t1:.0f} s")
     finally:
@@ -156,12 +190,6 @@ def run(convs: Sequence[Conversation], log: Any = print, workdir: Path | None = 
                      "any@5": round(float(np.mean(recall[k])), 4), "any@5_ci95": share_ci(recall[k]),
                      "any@5_drop": round(base - float(np.mean(recall[k])), 4),
                      "any@5_drop_ci95": bootstrap_ci([{"d": d} for d in diff], ["d"], n=BOOT, seed=25)["d"]}
-    gate: dict[str, dict[str, Any]] = {}  # a floor on the search instead of each hit: derived, no more searches
-    for f in FLOORS:
-        kept = [r if b >= f else 0.0 for r, b in zip(recall["none"], own_best, strict=True)]
-        flags = [float(b < f) for b in cross_best]
-        gate[f"{f:g}"] = {"cross_emptied": round(float(np.mean(flags)), 4), "cross_emptied_ci95": share_ci(flags),
-                          "any@5": round(float(np.mean(kept)), 4), "any@5_drop": round(base - float(np.mean(kept)), 4)}
     d = floors[f"{DEFAULT_FLOOR:g}"]
     return {
         "questions": len(asked), "conversations": len(convs), "entries": ing.entries,
@@ -169,7 +197,10 @@ def run(convs: Sequence[Conversation], log: Any = print, workdir: Path | None = 
         "separation": separation,
         "any@5_no_floor": round(base, 4), "any@5_no_floor_ci95": share_ci(recall["none"]),
         "floors": floors,
-        "gate": gate,
+        "gate": gate_of(recall["none"], own_best, cross_best),
+        "gate_cosine": gate_of(recall["none"], own_best_cos, cross_best_cos),
+        "halves": {h: {"questions": len(v), "cross_emptied": round(float(np.mean([e for e, _ in v])), 4),
+                       "any@5_drop": round(float(np.mean([d for _, d in v])), 4)} for h, v in halves.items() if v},
         "targets": TARGETS,
         "met": {"auc": separation["relevance"]["auc"] >= TARGETS["auc"],
                 "cross_emptied": d["cross_emptied"] >= TARGETS["cross_emptied"],

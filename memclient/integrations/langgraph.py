@@ -44,7 +44,8 @@ put's value and each search filter; a refused batch reads and writes nothing.
   is refused (``ValueError`` / ``TypeError``) before anything is written.
 - ``search(prefix, query=...)``: LangGraph's vector search: a dense memcluster search with no floor;
   :class:`SearchItem` ``score`` is the hit's relevance (the cosine of the query's and the item's
-  embedding, -1..1, ``SearchHit.relevance``), best first; items put with ``index=False`` come after the
+  embedding, -1..1, less the server's penalty for the query's names the item lacks; ``SearchHit.relevance``),
+  best first; items put with ``index=False`` come after the
   scored ones with ``score`` None. Without ``query`` the newest items first. ``filter`` is LangGraph's
   filter language (:mod:`memclient.integrations.langgraph_filter`: equality, nested objects, lists,
   ``$eq``, ``$ne``, ``$gt``, ``$gte``, ``$lt``, ``$lte``, dotted paths), applied in the client to the
@@ -281,8 +282,8 @@ class MemclusterStore(BaseStore):
     @staticmethod
     def scored(hits: Sequence[SearchHit]) -> list[tuple[Entry, float | None]]:
         """Search hits as LangGraph ranks them: by ``score``, the hit's relevance (the cosine of the query's
-        and the item's embedding, -1..1; the fused score from a server that sends no relevance), best first;
-        items put with ``index=False`` unscored (None), after the others."""
+        and the item's embedding less the name penalty, -1..1; the fused score from a server that sends no
+        relevance), best first; items put with ``index=False`` unscored (None), after the others."""
         found = [(h.entry, None if h.entry.metadata.get(INDEXED) is False
                   else (h.relevance if h.relevance is not None else h.score)) for h in hits]
         return sorted(found, key=lambda pair: (pair[1] is None, -(pair[1] or 0.0)))

@@ -22,7 +22,7 @@ from memcore.fields import SessionId, check_topics, encodable
 from memcore.metadata import MetadataError, Scalar, check_filter
 from memcore.model import Entry, InjectionMode, Memory, MemoryPatch, PreloadStrategy
 from memcore.records import JobReason, JobStatus, RecallHit
-from memcore.relevance import DEFAULT_FLOOR, MAX_RELEVANCE, MIN_RELEVANCE
+from memcore.relevance import DEFAULT_FLOOR, MAX_RELEVANCE, MIN_RELEVANCE, NAME_PENALTY
 from memcore.search_model import SearchOptions, TopicsMatch
 from memcore.vocabulary import MAX_RECALL_RESULTS, MAX_TOKENS_LIMIT
 
@@ -107,8 +107,8 @@ _SEARCH_DOCS = {
     "max_results": "How many hits to return (1..1000).",
     "max_tokens": ("At most this many tokens of hit text in all: hits in rank order while they fit, the next one "
                    "cut to its best-matching turns (see `cut`); default: the app's setting (none: no budget)."),
-    "similarity_threshold": ("Keep only hits whose `relevance` (query/memory cosine, -1..1) is at least this, in "
-                             "hybrid and dense search; default: 0.3 in dense search (hybrid=false), no floor in "
+    "similarity_threshold": ("Keep only hits whose `relevance` (-1..1) is at least this, in hybrid and dense "
+                             "search; default: 0.3 on the cosine in dense search (hybrid=false), no floor in "
                              f"hybrid. {DEFAULT_FLOOR:g} is the floor measured for the default embedder."),
     "order_by_event_time": "Return the hits ordered by event time instead of by score.",
     "deduplicate": "Drop near-duplicates (word-set Jaccard >= 0.80), keeping the higher score.",
@@ -181,8 +181,10 @@ class Hit(BaseModel):
     entry: EntryModel
     score: float = Field(description="The rank score: the fused RRF score (hybrid) or the cosine (dense search).")
     relevance: float = Field(description=(
-        "How well the memory matches the query: the cosine of their embedding vectors, -1..1, for every hit "
-        "(the ones only keywords found included); what `similarity_threshold` filters on."))
+        "How well the memory matches the query, -1..1, for every hit (the ones only keywords found included): "
+        f"the cosine of their embedding vectors, less {NAME_PENALTY:g} when the memory contains none of the names "
+        "the query gives (its capitalised words that start no sentence; a share of it when it lacks some); what "
+        "`similarity_threshold` filters on."))
     merged: list[str] = Field(default_factory=list, description=(
         "Ids of further verbatim windows merged into this hit (its text and provenance are their union)."))
     cut: list[str] = Field(default_factory=list, description=(
@@ -227,7 +229,7 @@ class PreloadRequest(BaseModel):
     )
     min_relevance: Annotated[float, Field(ge=MIN_RELEVANCE, le=MAX_RELEVANCE)] | None = Field(
         default=None, description=(
-            "A relevance floor (query/memory cosine, -1..1): the message is searched, and when no memory is at "
+            "A relevance floor (the hits' `relevance`, -1..1): the message is searched, and when no memory is at "
             "least this relevant nothing is injected (strategy `none`), else the hits are. "
             f"{DEFAULT_FLOOR:g} is the floor measured for the default embedder. Default: no floor (the budget "
             "rules alone)."))

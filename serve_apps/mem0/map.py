@@ -23,7 +23,7 @@
   default), so :func:`history` can walk the trail: ADD, then one UPDATE per rotation or in-place
   change, then DELETE when the newest is a tombstone.
 - Filters (``filters`` of search and list) are Mem0's v2 filters: :mod:`serve_apps.mem0.filters`.
-- ``score`` of a search result is the hit's relevance (the query/memory cosine) clamped to 0..1
+- ``score`` of a search result is the hit's relevance (:mod:`memcore.relevance`) clamped to 0..1
   (:func:`score_of`); ``threshold`` keeps results with a score at least that. ``timestamp`` on add and
   update is the memory's ``created_at`` / ``updated_at`` (:func:`timestamp_of`).
 - ``expiration_date`` (Mem0: a ``YYYY-MM-DD`` date, UTC, inclusive) is memcluster's ``expires_at`` at
@@ -181,8 +181,8 @@ def timestamp_of(value: Any, now: datetime, field: str = TIMESTAMP) -> datetime 
 
 
 def score_of(relevance: float | None) -> float:
-    """Mem0's ``score`` of a hit: its relevance (the query/memory cosine, :mod:`memcore.relevance`) clamped to
-    0..1, the scale of Mem0's ``threshold``."""
+    """Mem0's ``score`` of a hit: its relevance (:mod:`memcore.relevance`: the query/memory cosine less the
+    name penalty) clamped to 0..1, the scale of Mem0's ``threshold``."""
     return min(1.0, max(0.0, relevance if relevance is not None else 0.0))
 
 

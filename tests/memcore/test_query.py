@@ -4,7 +4,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from memcore.query import content_query, query_dates
+from memcore.query import content_query, query_dates, query_names
 
 
 def test_content_query_drops_stop_and_question_words() -> None:
@@ -32,3 +32,16 @@ def test_query_dates_ignores_years_alone_and_falls_back_to_the_month() -> None:
     period, _ = query_dates("on 31 February, 2023")  # no such day: the month it names
     assert period == (datetime(2023, 2, 1, tzinfo=UTC), datetime(2023, 3, 1, tzinfo=UTC))
     assert query_dates("no date here") == (None, "no date here")
+
+
+@pytest.mark.parametrize(("text", "names"), [
+    ("What are the names of Andrew's dogs?", {"andrew"}),  # the clitic goes, the question word starts the sentence
+    ("What did John attend with his colleagues in March 2023?", {"john"}),  # a date is no name
+    ("Hi, I'm planning a trip to Lisbon with Bob. Any tips for Friday?", {"lisbon", "bob"}),  # I'm, Any, Friday
+    ("Where did Jean-Luc go?", {"jean-luc"}),
+    ("Caroline asked Mel about LGBTQ events", {"mel", "lgbtq"}),  # the first word starts the sentence
+    ("what is my sister called", set()),  # lower case names nothing
+    ("我的猫叫什么名字", set()),
+])
+def test_query_names_are_capitalised_words_that_start_no_sentence(text: str, names: set[str]) -> None:
+    assert query_names(text) == names

@@ -1,5 +1,6 @@
 """A hit's relevance (memcore.relevance) through a real MemoryService (Qdrant Edge or a Qdrant client + Tantivy):
-on its scale for every hit, the query/memory cosine, keyword-only hits included; the threshold filters on it."""
+on its scale for every hit, the query/memory cosine (less the penalty for the query's names a memory lacks),
+keyword-only hits included; the threshold filters on it."""
 
 from __future__ import annotations
 
@@ -35,6 +36,29 @@ def test_cosines_are_on_the_scale() -> None:
     assert relevance.floor_of(None, hybrid=False) == relevance.DENSE_THRESHOLD
     assert relevance.floor_of(0.5, hybrid=True) == 0.5
     assert relevance.MIN_RELEVANCE <= relevance.DEFAULT_FLOOR <= relevance.MAX_RELEVANCE
+
+
+def test_the_judge_takes_the_share_of_missing_names_off_the_cosine() -> None:
+    judge = relevance.Judge({"andrew", "buddy"})
+    assert judge(0.5, "Andrew: Buddy loves the park") == 0.5
+    assert judge(0.5, "andrew walked alone") == pytest.approx(0.5 - relevance.NAME_PENALTY / 2)  # any case
+    assert judge(0.5, "James: my dogs love the park") == pytest.approx(0.5 - relevance.NAME_PENALTY)
+    assert judge(0.5, "Andrews and Buddyish") == pytest.approx(0.5 - relevance.NAME_PENALTY)  # whole words only
+    assert judge(-0.98, "nothing") == relevance.MIN_RELEVANCE  # never off the scale
+    assert relevance.Judge(()).penalty("anything") == 0.0 and relevance.Judge(())(0.42, "x") == 0.42
+
+
+@pytest.mark.parametrize("options", [{}, {"hybrid": False, "similarity_threshold": -1.0}],
+                         ids=["hybrid", "dense"])
+def test_a_memory_without_the_querys_name_loses_the_penalty(service: MemoryService, options: dict[str, object]) -> None:
+    texts = _fill(service)
+    query = "Does Alice like green tea?"  # names alice: "green tea tastes grassy" lacks her
+    hits = {h.entry.id: h for h in service.search(A, {"query": query, "max_results": 20, "merge_overlapping": False,
+                                                       **options})}
+    assert any("Alice" in texts[i] for i in hits) and any("Alice" not in texts[i] for i in hits)
+    for i, h in hits.items():
+        missing = relevance.NAME_PENALTY if "Alice" not in texts[i] else 0.0
+        assert h.relevance == pytest.approx(_cos(service, query, texts[i]) - missing, abs=1e-4)
 
 
 @pytest.mark.parametrize("options", [{}, {"hybrid": False, "similarity_threshold": -1.0}, {"dense_weight": 0.0}],
