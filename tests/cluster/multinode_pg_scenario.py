@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.cluster.multinode_scenario import LOOPBACK, MB, SYSTEM_CONFIG, actor_node, restarted
+from tests.cluster.multinode_scenario import LOOPBACK, MB, SYSTEM_CONFIG, actor_node, restarted, wait_until_spread
 
 SHARDS = 4
 PER_SHARD = 2
@@ -227,6 +227,7 @@ def main() -> int:
         nodes = {cluster.head_node.node_id: head_dir, **{w.node_id: d for w, d in zip(workers, dirs, strict=True)}}
         ray.init(address=cluster.address, namespace=NAMESPACE, logging_level="WARNING", log_to_driver=False,
                  _node_ip_address=LOOPBACK)
+        wait_until_spread(1 + len(workers))
         result["started_s"] = round(time.monotonic() - t0, 2)
         result.update(asyncio.run(scenario(cluster, workers, nodes, work, dsn, schema)))
     except BaseException as exc:

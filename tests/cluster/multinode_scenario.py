@@ -64,6 +64,24 @@ def replica_nodes(prefix: str) -> list[str]:
                   if a["ActorClassName"].startswith(prefix) and a["State"] == "ALIVE")
 
 
+def wait_until_spread(nodes: int, timeout_s: float = 60.0) -> None:
+    """Block until zero-CPU ``SPREAD`` tasks from this driver land on ``nodes`` distinct nodes: its raylet then
+    sees every node, so the shards (``SPREAD`` actors) spread too. ``Cluster.wait_for_nodes`` waits for the GCS
+    only; a raylet whose view lags places every shard on itself, and the scenario then has no node to lose."""
+    import ray
+
+    @ray.remote(num_cpus=0, scheduling_strategy="SPREAD")
+    def where() -> str:
+        time.sleep(0.05)  # held a moment, so the tasks of one round cannot all run in turn on one node
+        return str(ray.get_runtime_context().get_node_id())
+
+    deadline = time.monotonic() + timeout_s
+    while len(set(ray.get([where.remote() for _ in range(nodes * 4)]))) < nodes:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"SPREAD tasks did not reach {nodes} nodes in {timeout_s:g} s")
+        time.sleep(0.5)
+
+
 def actor_node(handle: Any) -> tuple[str, int, int]:
     """(node id, pid, restarts) of an actor, from the GCS actor table."""
     import ray._private.state as state
@@ -316,6 +334,7 @@ def main() -> int:
         cluster.wait_for_nodes()
         ray.init(address=cluster.address, namespace=NAMESPACE, logging_level="WARNING", log_to_driver=False,
                  _node_ip_address=LOOPBACK)
+        wait_until_spread(1 + len(workers))
         result["started_s"] = round(time.monotonic() - t0, 2)
         result.update(asyncio.run(scenario(cluster, workers, data_dir, serve)))
     except BaseException as exc:
