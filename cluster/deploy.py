@@ -40,6 +40,11 @@ busy 2-core machine the HAProxy manager (which starts HAProxy itself) took longe
 unhealthy and killed it, and ``memctl up`` failed."""
 
 
+HAPROXY_MODE_ENV = {"RAY_SERVE_ENABLE_HA_PROXY": "1"}
+"""What turns Ray Serve's HAProxy mode on where Ray starts: :func:`serve_process_env` for ``memctl up``, the
+``memcluster-env`` ConfigMap of every Ray pod on Kubernetes (``k8s/base/memcluster-env.yaml``)."""
+
+
 def ingress_of(settings: Settings) -> Literal["proxy", "haproxy"]:
     """The ingress ``http.ingress`` means here: ``auto`` is ``haproxy`` where :func:`haproxy_binary` finds a
     binary that runs (``haproxy -v`` answers within 10 s), else ``proxy``."""
@@ -72,8 +77,8 @@ def serve_process_env(settings: Settings) -> dict[str, str]:
     stats, metrics = settings.http.haproxy_ports()
     base = haproxy_dir(Path(settings.data_dir))
     base.mkdir(mode=0o700, parents=True, exist_ok=True)
+    env.update(HAPROXY_MODE_ENV)
     env.update({
-        "RAY_SERVE_ENABLE_HA_PROXY": "1",
         "RAY_SERVE_HAPROXY_BINARY_PATH": str(haproxy_launcher(settings, base, haproxy_binary())),
         "RAY_SERVE_HAPROXY_CONFIG_FILE_LOC": str(base / "haproxy.cfg"),
         "RAY_SERVE_HAPROXY_SOCKET_PATH": str(base / "admin.sock"),

@@ -610,6 +610,23 @@ def test_the_image_sets_the_serve_process_environment_memctl_sets() -> None:
         assert re.search(rf"^\s*(ENV\s+)?{name}={re.escape(value)}\b", dockerfile, re.M), f"{name}={value}"
 
 
+def test_ray_pods_run_serves_haproxy_ingress_as_memctl_does() -> None:
+    """The manifests follow ``http.ingress: auto``: every Ray container takes the memcluster-env ConfigMap,
+    which turns on Serve's HAProxy mode with the value ``memctl up`` sets, and every image that can carry a
+    Ray node has the ``haproxy`` extra (Serve starts an HAProxy on each node)."""
+    from cluster.deploy import HAPROXY_MODE_ENV
+
+    env = of_kind(docs_of(K8S / "base" / "memcluster-env.yaml"), "ConfigMap")[0]["data"]
+    assert HAPROXY_MODE_ENV and all(env.get(name) == value for name, value in HAPROXY_MODE_ENV.items())
+    refs = [c.get("envFrom") for _, c in containers([rayservice()])]
+    assert refs and all({"configMapRef": {"name": "memcluster-env"}} in (r or []) for r in refs)
+    extras = re.search(r"^all = \[\"memcluster\[([a-z0-9,]+)\]\"\]", (ROOT / "pyproject.toml").read_text(), re.M)
+    assert extras and "haproxy" in extras.group(1).split(",")
+    dockerfile = (K8S / "Dockerfile").read_text(encoding="utf-8")
+    assert re.search(r"^ARG EXTRAS=all$", dockerfile, re.M)
+    assert all("haproxy" in m.split(",") for m in re.findall(r"--build-arg EXTRAS=([a-z0-9,]+)", dockerfile))
+
+
 # ------------------------------------------------------------------------- built overlays (kubectl)
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl (with its kustomize) is not installed")
 @pytest.mark.parametrize("overlay", sorted(OVERLAYS))
