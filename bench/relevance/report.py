@@ -16,6 +16,14 @@ LABELS = {"relevance": "relevance (cosine, less the penalty for missing names)",
           "fused_score": "fused RRF score (`score`)", "keyword": "keyword evidence (query content words in the hit)"}
 
 
+GATES = {
+    "gate": "For comparison, a floor on the search instead of each hit (a search whose best returned hit is below "
+            "it returns nothing, else its hits unchanged; derived from the same searches):",
+    "gate_cosine": "The same floor on the search, judged by the cosine alone (what a query that names nobody gets):",
+}
+"""The search-level floors of a run, each with the sentence that introduces its table."""
+
+
 def _ci(v: list[float]) -> str:
     return f"[{v[0]:.3f}, {v[1]:.3f}]"
 
@@ -42,18 +50,11 @@ def markdown(res: dict[str, Any]) -> str:
         rows.append([name, f"{v['cross_emptied']:.3f} {_ci(v['cross_emptied_ci95'])}", f"{v['own_emptied']:.3f}",
                      f"{v['any@5']:.3f} {_ci(v['any@5_ci95'])}", f"{v['any@5_drop']:+.4f} {_ci(v['any@5_drop_ci95'])}"])
     lines += md_table(["floor", "cross searches emptied", "own searches emptied", "own any@5", "any@5 drop"], rows)
-    if res.get("gate"):
-        lines += ["", "For comparison, a floor on the search instead of each hit (a search whose best returned hit is "
-                      "below it returns nothing, else its hits unchanged; derived from the same searches):", ""]
-        rows = [[k, f"{v['cross_emptied']:.3f} {_ci(v['cross_emptied_ci95'])}", f"{v['any@5']:.3f}",
-                 f"{v['any@5_drop']:+.4f}"] for k, v in res["gate"].items()]
-        lines += md_table(["floor", "cross searches emptied", "own any@5", "any@5 drop"], rows)
-    if res.get("gate_cosine"):
-        lines += ["", "The same floor on the search, judged by the cosine alone (what a query that names nobody "
-                      "gets):", ""]
-        rows = [[k, f"{v['cross_emptied']:.3f} {_ci(v['cross_emptied_ci95'])}", f"{v['any@5']:.3f}",
-                 f"{v['any@5_drop']:+.4f}"] for k, v in res["gate_cosine"].items()]
-        lines += md_table(["floor", "cross searches emptied", "own any@5", "any@5 drop"], rows)
+    for name, intro in GATES.items():
+        if res.get(name):
+            rows = [[k, f"{v['cross_emptied']:.3f} {_ci(v['cross_emptied_ci95'])}", f"{v['any@5']:.3f}",
+                     f"{v['any@5_drop']:+.4f}"] for k, v in res[name].items()]
+            lines += ["", intro, "", *md_table(["floor", "cross searches emptied", "own any@5", "any@5 drop"], rows)]
     if res.get("halves"):
         lines += ["", f"The default floor ({floor:g}, on each hit) on each half of the conversations apart: "
                   + "; ".join(f"{h} half ({v['questions']} questions) {v['cross_emptied']:.3f} emptied, "

@@ -119,11 +119,14 @@ class Writer:
         self.acked: dict[str, list[str]] = {u: [] for u in USERS}
         self.failed: list[str] = []
         self.n = 0
+        self.held: set[str] = set()  # users not written to for now (skipped, not failed)
 
     async def write(self, user: str) -> bool:
         from memcore.errors import StoreError
         from memcore.model import UserKey
 
+        if user in self.held:
+            return False
         self.n += 1
         key = UserKey(app="app", user=user)
         try:
@@ -179,8 +182,13 @@ async def scenario(cluster: Any, workers: list[Any], data_dir: Path, serve: bool
     victims = sorted(by_node.get(victim_id, []))
     out["victim_node"], out["victim_shards"] = victim_id, victims
     # the node's local disk goes with it: its shards' keyword indexes (derived data). Their vector
-    # stores stay readable, as they would on a shared volume or, in server mode, in Qdrant.
+    # stores stay readable, as they would on a shared volume or, in server mode, in Qdrant. The victims
+    # get no write from here until their node is gone, and their staged keyword writes are committed
+    # first (a count commits them): a live shard writing into the removed directory would otherwise
+    # rebuild it before it dies, and its successor would find nothing to rebuild.
+    writer.held = {u for u, k in out["user_shards"].items() if k in victims}
     for k in victims:
+        await backend.call_shard(k, "status")
         shutil.rmtree(ShardLayout(settings, k).keywords_dir(), ignore_errors=True)
 
     stop = asyncio.Event()
@@ -201,6 +209,7 @@ async def scenario(cluster: Any, workers: list[Any], data_dir: Path, serve: bool
             await asyncio.sleep(0.1)
     t0 = time.monotonic()
     await asyncio.to_thread(cluster.remove_node, worker_ids[victim_id], False)
+    writer.held = set()  # the victims' users again: their shards are restarting (refused, retried)
     out["removed_after_s"] = round(time.monotonic() - t0, 2)
     # the victims come back on surviving nodes: Ray restarts them (the GCS actor table), then they answer
     statuses = {k: await restarted(backend, handles[k], k, placed[k][1], t0) for k in victims}
