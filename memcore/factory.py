@@ -12,10 +12,12 @@ all shards of a ``LocalShardBackend``, standing in for a Qdrant server).
 
 from __future__ import annotations
 
+import functools
 import shutil
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from memcore.archive_ports import EventArchive
 from memcore.errors import ValidationError
@@ -50,15 +52,41 @@ def build_embedder(cfg: EmbedderSettings) -> Embedder:
 _SHARED_CLIENTS: dict[str, QdrantClient] = {}
 
 
-def share_qdrant_client(url: str, client: QdrantClient | None) -> None:
+class _TakingTurns:
+    """A client whose calls take turns (one at a time, re-entrant), as a server applies each request whole.
+
+    qdrant-client's in-process engine is not thread-safe: two shards upserting into one collection at once
+    misalign its point arrays (a point gets another's vector; reads raise ``IndexError``)."""
+
+    def __init__(self, client: QdrantClient) -> None:
+        self._client = client
+        self._turn = threading.RLock()
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._client, name)
+        if not callable(attr):
+            return attr
+
+        @functools.wraps(attr)
+        def in_turn(*args: Any, **kwargs: Any) -> Any:
+            with self._turn:
+                return attr(*args, **kwargs)
+
+        return in_turn
+
+
+def share_qdrant_client(url: str, client: QdrantClient | None) -> QdrantClient | None:
     """Serve ``vector_store.url == url`` from ``client`` in this process (None: stop); stores never close it.
 
-    Only this process sees it: Ray actors elsewhere still connect to ``url``.
+    Returns what the stores call: ``client`` with its calls taking turns (make direct calls through it while
+    stores run). Only this process sees it: Ray actors elsewhere still connect to ``url``.
     """
     if client is None:
         _SHARED_CLIENTS.pop(url, None)
-    else:
-        _SHARED_CLIENTS[url] = client
+        return None
+    shared = cast("QdrantClient", _TakingTurns(client))
+    _SHARED_CLIENTS[url] = shared
+    return shared
 
 
 @contextmanager

@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import pytest
@@ -78,8 +78,8 @@ def embedder() -> Any:
 @pytest.fixture(scope="module")
 def qdrant() -> Iterator[RecordingClient]:
     client = RecordingClient()
-    factory.share_qdrant_client(URL, client)
-    yield client
+    # the stores' calls take turns (the in-process engine is not thread-safe); the test's own calls join them
+    yield cast(RecordingClient, factory.share_qdrant_client(URL, client))
     factory.share_qdrant_client(URL, None)
     client.close()
 
