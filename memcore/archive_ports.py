@@ -225,18 +225,15 @@ class GraphRepository(Protocol):
         ...
 
     def write(self, key: UserKey, *, at: datetime, retire: Sequence[str] = (), add: Sequence[Fact] = (),
-              entities: Sequence[Entity] = ()) -> None:
-        """In one transaction: set ``retired_at = at`` on these believed versions (by ``Fact.id``), insert
-        ``add`` (a version id already stored is left as it is), and upsert ``entities`` (name, type and
-        aliases replaced; an alias row points at its entity)."""
+              entities: Sequence[Entity] = (), drop: Sequence[str] = ()) -> int:
+        """In one transaction: hard-delete every version of the lines ``drop`` (by ``Fact.fact_id``), set
+        ``retired_at = at`` on these believed versions (by ``Fact.id``), insert ``add`` (a version id already
+        stored is left as it is), and upsert ``entities`` (name, type and aliases replaced; an alias row points
+        at its entity). Returns the versions deleted."""
         ...
 
     def count(self, key: UserKey) -> int:
         """``key``'s believed (unretired) fact versions."""
-        ...
-
-    def delete(self, key: UserKey, fact_ids: Sequence[str]) -> int:
-        """Hard-delete every version of these fact lines; returns the versions removed."""
         ...
 
     def users(self, app: str) -> list[str]:

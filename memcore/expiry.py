@@ -121,14 +121,11 @@ class ExpiringGraph:
         return self._inner.resolve(key, names)
 
     def write(self, key: UserKey, *, at: datetime, retire: Sequence[str] = (), add: Sequence[Fact] = (),
-              entities: Sequence[Entity] = ()) -> None:
-        self._inner.write(key, at=at, retire=retire, add=add, entities=entities)
+              entities: Sequence[Entity] = (), drop: Sequence[str] = ()) -> int:
+        return self._inner.write(key, at=at, retire=retire, add=add, entities=entities, drop=drop)
 
     def count(self, key: UserKey) -> int:
         return self._inner.count(key)
-
-    def delete(self, key: UserKey, fact_ids: Sequence[str]) -> int:
-        return self._inner.delete(key, fact_ids)
 
     def users(self, app: str) -> list[str]:
         return self._inner.users(app)

@@ -18,6 +18,8 @@ it retires the believed one and records its successor at the same instant, so "w
 (valid time) and "what did we believe on X" (record time) are both answered from the rows.
 A fact's sources are the memories (``memories``: entry ids) and archived turns (``turns``: refs of
 :mod:`memcore.provenance`) it came from, plus ``source`` (free text such as a file name) and ``writer``.
+A version whose ``valid_to`` a supersede set names the superseding line in ``ended_by``, so deleting that
+line opens the fact again (:mod:`memcore.supersession`).
 """
 
 from __future__ import annotations
@@ -177,6 +179,8 @@ class Fact(BaseModel):
     turns: list[str] = Field(default_factory=list)
     source: str | None = None
     writer: Writer = "api"
+    ended_by: str | None = None
+    """The ``fact_id`` of the line whose supersede set this version's ``valid_to`` (None: no supersede did)."""
 
     def believed(self, known_at: datetime | None = None) -> bool:
         """Whether this version was believed at record time ``known_at`` (None: now, i.e. not retired)."""

@@ -7,10 +7,11 @@ Writes (each one :meth:`GraphRepository.write`, so nothing is half-written):
 - :meth:`KnowledgeGraph.add` is idempotent: a triple already believed and valid now (or the same line:
   same ``valid_from``) is the same fact; new sources or a changed end make a new version, not a new fact;
 - :meth:`KnowledgeGraph.supersede` closes the believed objects of (subject, predicate) at ``valid_from``
-  (default now) and opens the new one at the same instant;
+  (default now) and opens the new one at the same instant (the closed versions name it in ``ended_by``);
 - :meth:`KnowledgeGraph.invalidate` ends a fact at ``ended`` (default now), keeping its history;
 - :meth:`KnowledgeGraph.drop_sources` hard-deletes the facts whose every source is among the ones gone
-  (a hard delete of memories, removed turns).
+  (a hard delete of memories, removed turns), and :meth:`KnowledgeGraph.delete_fact` one fact line; both
+  open again what a deleted line's supersede ended (:mod:`memcore.supersession`), in the same write.
 
 Reads resolve an entity name through its key and aliases; an unknown entity answers empty.
 The shard runs writes in the user's FIFO (one writer per user), so a read-then-write here is safe.
@@ -48,6 +49,7 @@ from memcore.graph import (
     version_id,
 )
 from memcore.model import UserKey
+from memcore.supersession import reopened
 from memcore.validation import validate
 
 
@@ -165,7 +167,7 @@ class KnowledgeGraph:
                 changes["turns"] = list(dict.fromkeys([*match.turns, *spec.turns]))
             if spec.valid_to is not None and spec.valid_to != match.valid_to:
                 check_interval(match.valid_from, spec.valid_to)
-                changes["valid_to"] = spec.valid_to
+                changes.update(valid_to=spec.valid_to, ended_by=None)
             if not changes and not pending:
                 return match, False
             if not changes:
@@ -198,6 +200,8 @@ class KnowledgeGraph:
         o = self._endpoint(key, spec.object, spec.object_type, known, pending)
         believed = self._believed(key, s.key, spec.predicate)
         open_ = [f for f in believed if f.valid_to is None or f.valid_to > at]
+        current = next((f for f in open_ if f.object == o.key and f.valid(at)), None)
+        line = current.fact_id if current is not None else fact_id(key, s.key, spec.predicate, o.key, at)
         retire: list[str] = []
         closed: list[Fact] = []
         for f in open_:
@@ -207,13 +211,11 @@ class KnowledgeGraph:
                 raise ValidationError(f"the fact {f.subject_name} -> {f.predicate} -> {f.object_name} starts "
                                       f"{f.valid_from.isoformat()}, after valid_from", field="valid_from")
             retire.append(f.id)
-            closed.append(f.successor(now, valid_to=at))
-        current = next((f for f in open_ if f.object == o.key and f.valid(at)), None)
+            closed.append(f.successor(now, valid_to=at, ended_by=line))
         added: list[Fact] = []
         if current is None:
             check_interval(at, spec.valid_to)
             self._room(key, 1)
-            line = fact_id(key, s.key, spec.predicate, o.key, at)
             current = Fact(id=version_id(line, now), fact_id=line, subject=s.key, subject_name=s.name,
                            predicate=spec.predicate, object=o.key, object_name=o.name, valid_from=at,
                            valid_to=spec.valid_to, recorded_at=now, confidence=spec.confidence,
@@ -236,7 +238,7 @@ class KnowledgeGraph:
                    if f.object == o and (f.valid_to is None or f.valid_to > ended)]
         for f in targets:
             check_interval(f.valid_from, ended, "ended")
-        closed = [f.successor(now, valid_to=ended) for f in targets]
+        closed = [f.successor(now, valid_to=ended, ended_by=None) for f in targets]
         if closed:
             self.graph.write(key, at=now, retire=[f.id for f in targets], add=closed)
         return closed
@@ -247,17 +249,25 @@ class KnowledgeGraph:
         gone = {*memories, *turns}
         if not gone:
             return 0
+        facts = self.graph.facts(key)
         lines: dict[str, set[str]] = {}
-        for f in self.graph.facts(key):
+        for f in facts:
             lines.setdefault(f.fact_id, set()).update(f.sources())
-        doomed = [line for line, sources in lines.items() if sources and sources <= gone]
-        return self.graph.delete(key, doomed) if doomed else 0
+        return self._drop(key, facts, [line for line, sources in lines.items() if sources and sources <= gone])
 
     def delete_fact(self, key: UserKey, line: str) -> int:
         """Hard-delete one fact line (every version); unknown is 404 ``fact_id``."""
         if not self.graph.lines(key, [line]):
             raise NotFoundError(f"fact {line!r} not found", field="fact_id")
-        return self.graph.delete(key, [line])
+        return self._drop(key, self.graph.facts(key), [line])
+
+    def _drop(self, key: UserKey, facts: list[Fact], lines: list[str]) -> int:
+        """Delete ``lines`` and open again what their supersedes ended, in one write; the versions removed."""
+        if not lines:
+            return 0
+        now = self._clock()
+        retire, successors = reopened(facts, lines, now)
+        return self.graph.write(key, at=now, drop=lines, retire=retire, add=successors)
 
     # --------------------------------------------------------------- reads
     def query(self, key: UserKey, query: FactQuery | Mapping[str, Any]) -> list[Fact]:

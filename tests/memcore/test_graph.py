@@ -213,6 +213,87 @@ def test_drop_sources_removes_only_facts_with_no_other_source(kg: KnowledgeGraph
         kg.delete_fact(A, line)
 
 
+def lives(kg: KnowledgeGraph, as_of: str | None = None) -> list[tuple[str, str | None, str | None]]:
+    """Alice's believed ``lives_in`` facts: (object, valid_from, valid_to) dates, in record order."""
+    query = {"entity": "Alice", "predicate": "lives_in", **({"as_of": as_of} if as_of else {})}
+    def day(t: datetime | None) -> str | None:
+        return None if t is None else t.date().isoformat()
+
+    return [(f.object_name, day(f.valid_from), day(f.valid_to)) for f in kg.query(A, query)]
+
+
+def test_deleting_a_supersede_opens_again_what_it_ended(kg: KnowledgeGraph, clock: Clock) -> None:
+    """"I moved to Lisbon" was wrong: erasing that turn (or deleting its fact) leaves Porto current again,
+    with its history kept; a later supersede that stands (Berlin) bounds it instead."""
+    kg.add(A, {"subject": "Alice", "predicate": "lives_in", "object": "Porto", "valid_from": "2020-01-01",
+               "turns": ["s1/e1"]})
+    clock.advance(days=1)
+    lisbon, closed, _ = kg.supersede(A, {"subject": "Alice", "predicate": "lives_in", "object": "Lisbon",
+                                         "valid_from": "2024-03-01", "turns": ["s2/e1"]})
+    assert [c.ended_by for c in closed] == [lisbon.fact_id]
+    clock.advance(days=1)
+    assert kg.drop_sources(A, turns={"s2/e1"}) == 1  # the Lisbon line, one version
+    assert lives(kg) == [("Porto", "2020-01-01", None)]
+    assert lives(kg, "2025-01-01") == [("Porto", "2020-01-01", None)]
+    assert [f.valid_to for f in kg.history(A, "Alice", "lives_in")][-2:] == [datetime(2024, 3, 1, tzinfo=UTC), None]
+    # Porto -> Lisbon -> Berlin, then Lisbon's line deleted by id: Porto holds until Berlin
+    clock.advance(days=1)
+    lisbon, _, _ = kg.supersede(A, {"subject": "Alice", "predicate": "lives_in", "object": "Lisbon",
+                                    "valid_from": "2024-03-01", "turns": ["s3/e1"]})
+    clock.advance(days=1)
+    berlin, closed, _ = kg.supersede(A, {"subject": "Alice", "predicate": "lives_in", "object": "Berlin",
+                                         "valid_from": "2025-06-01", "turns": ["s4/e1"]})
+    assert [(c.object_name, c.ended_by) for c in closed] == [("Lisbon", berlin.fact_id)]
+    clock.advance(days=1)
+    assert kg.delete_fact(A, lisbon.fact_id) == 2  # its first version and the one Berlin closed
+    assert sorted(lives(kg)) == [("Berlin", "2025-06-01", None), ("Porto", "2020-01-01", "2025-06-01")]
+    porto = next(f for f in kg.query(A, {"entity": "Alice", "predicate": "lives_in"}) if f.object_name == "Porto")
+    assert porto.ended_by == berlin.fact_id  # so deleting Berlin too opens Porto once more
+    clock.advance(days=1)
+    kg.delete_fact(A, berlin.fact_id)
+    assert lives(kg) == [("Porto", "2020-01-01", None)]
+
+
+def test_an_end_not_written_by_a_deleted_supersede_stays(kg: KnowledgeGraph, clock: Clock) -> None:
+    """An invalidate's end, an end given with the fact, and a plain add of another object are not undone."""
+    kg.add(A, {"subject": "Alice", "predicate": "lives_in", "object": "Porto", "valid_from": "2020-01-01"})
+    clock.advance(days=1)
+    kg.supersede(A, {"subject": "Alice", "predicate": "lives_in", "object": "Lisbon", "valid_from": "2024-03-01",
+                     "memories": ["m1"]})
+    clock.advance(days=1)
+    kg.invalidate(A, {"subject": "Alice", "predicate": "lives_in", "object": "Porto", "ended": "2023-01-01"})
+    kg.add(A, {"subject": "Alice", "predicate": "works_at", "object": "Acme", "valid_to": "2024-01-01",
+               "memories": ["m2"]})
+    kg.add(A, {"subject": "Alice", "predicate": "works_at", "object": "Initech", "memories": ["m1"]})
+    clock.advance(days=1)
+    assert kg.drop_sources(A, memories={"m1", "m2"}) == 3
+    assert lives(kg) == [("Porto", "2020-01-01", "2023-01-01")]  # the invalidate re-ended it: kept
+    assert kg.query(A, {"entity": "Alice", "predicate": "works_at"}) == []
+
+
+def test_facts_stored_before_ended_by_existed_are_read_and_a_reopened_archive_gains_it(
+        opener: Callable[[], EventArchive], clock: Clock) -> None:
+    """The migration: an archive whose ``graph_facts`` has no ``ended_by`` column gets it when opened, its facts
+    read as ended by no supersede (so nothing of theirs is reopened), and new supersedes record it."""
+    archive = opener()
+    KnowledgeGraph(archive.graph, archive.diary, clock=clock).add(
+        A, {"subject": "Alice", "predicate": "lives_in", "object": "Porto", "turns": ["s1/e1"]})
+    with archive._db.tx() as tx:  # type: ignore[attr-defined]
+        tx.execute("ALTER TABLE graph_facts DROP COLUMN ended_by")  # as an older version wrote it
+    archive.close()
+    archive = opener()
+    try:
+        kg = KnowledgeGraph(archive.graph, archive.diary, clock=clock)
+        assert [(f.object_name, f.ended_by) for f in kg.query(A, {"entity": "Alice"})] == [("Porto", None)]
+        clock.advance(days=1)
+        lisbon, _, _ = kg.supersede(A, {"subject": "Alice", "predicate": "lives_in", "object": "Lisbon",
+                                        "turns": ["s2/e1"]})
+        assert [c.ended_by for c in archive.graph.facts(A, believed_only=True) if c.object_name == "Porto"] == [
+            lisbon.fact_id]
+    finally:
+        archive.close()
+
+
 def test_current_facts_of_entities_named_in_text(kg: KnowledgeGraph, clock: Clock) -> None:
     kg.add(A, {"subject": "Alice", "predicate": "lives_in", "object": "Paris"})
     clock.advance(days=1)

@@ -19,7 +19,7 @@ from memcore.stores.postgres_archive.database import Cursor, PgDatabase
 from memcore.stores.postgres_archive.owner import Owner
 
 _FACT_COLS = ("id, fact_id, subject, subject_name, predicate, object, object_name, valid_from_us, valid_to_us,"
-              " recorded_us, retired_us, confidence, memories, turns, source, writer")
+              " recorded_us, retired_us, confidence, memories, turns, source, writer, ended_by")
 _SCOPE = "app = %s AND user_id = %s"
 
 
@@ -29,11 +29,11 @@ def _us(value: datetime | None) -> int | None:
 
 def _fact(row: Sequence[Any]) -> Fact:
     (id_, line, subject, subject_name, predicate, obj, object_name, vf, vt, rec, ret, conf, mems, turns,
-     source, writer) = row
+     source, writer, ended_by) = row
     return Fact(id=id_, fact_id=line, subject=subject, subject_name=subject_name, predicate=predicate, object=obj,
                 object_name=object_name, valid_from=from_us(vf), valid_to=from_us(vt), recorded_at=at_us(rec),
                 retired_at=from_us(ret), confidence=float(conf), memories=json.loads(mems), turns=json.loads(turns),
-                source=source, writer=writer)
+                source=source, writer=writer, ended_by=ended_by)
 
 
 def _ordered(rows: Sequence[Sequence[Any]]) -> list[Fact]:
@@ -55,11 +55,11 @@ def insert_graph(cur: Cursor, key: UserKey, facts: Sequence[Fact], entities: Seq
     if facts:
         cur.executemany(
             f"INSERT INTO graph_facts (app, user_id, route, {_FACT_COLS}) VALUES"
-            " (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+            " (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
             " ON CONFLICT (app, user_id, id) DO NOTHING",
             [(*scope, route, f.id, f.fact_id, f.subject, f.subject_name, f.predicate, f.object, f.object_name,
               _us(f.valid_from), _us(f.valid_to), to_us(f.recorded_at), _us(f.retired_at), f.confidence,
-              json.dumps(f.memories), json.dumps(f.turns), f.source, f.writer) for f in facts])
+              json.dumps(f.memories), json.dumps(f.turns), f.source, f.writer, f.ended_by) for f in facts])
     for e in entities:
         cur.execute("INSERT INTO graph_entities (app, user_id, key, name, type, aliases, route)"
                     " VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (app, user_id, key) DO UPDATE SET"
@@ -132,24 +132,22 @@ class PgGraph:
                                        (key.app, key.user, list(dict.fromkeys(fact_ids)))))
 
     def write(self, key: UserKey, *, at: datetime, retire: Sequence[str] = (), add: Sequence[Fact] = (),
-              entities: Sequence[Entity] = ()) -> None:
+              entities: Sequence[Entity] = (), drop: Sequence[str] = ()) -> int:
+        removed = 0
         with self._db.tx() as cur:
+            if drop:
+                cur.execute(f"DELETE FROM graph_facts WHERE {_SCOPE} AND fact_id = ANY(%s)",
+                            (key.app, key.user, list(dict.fromkeys(drop))))
+                removed = cur.rowcount
             if retire:
                 cur.execute(f"UPDATE graph_facts SET retired_us = %s WHERE {_SCOPE} AND id = ANY(%s)"
                             " AND retired_us IS NULL", (to_us(at), key.app, key.user, list(dict.fromkeys(retire))))
             insert_graph(cur, key, add, entities)
+        return removed
 
     def count(self, key: UserKey) -> int:
         return int(self._db.query(f"SELECT count(*) FROM graph_facts WHERE {_SCOPE} AND retired_us IS NULL",
                                   (key.app, key.user))[0][0])
-
-    def delete(self, key: UserKey, fact_ids: Sequence[str]) -> int:
-        ids = list(dict.fromkeys(fact_ids))
-        if not ids:
-            return 0
-        with self._db.tx() as cur:
-            cur.execute(f"DELETE FROM graph_facts WHERE {_SCOPE} AND fact_id = ANY(%s)", (key.app, key.user, ids))
-            return cur.rowcount
 
     def users(self, app: str) -> list[str]:
         mine = self._owner.where()

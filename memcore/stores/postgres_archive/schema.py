@@ -16,7 +16,8 @@ moving a row. Text columns compare byte-wise (``COLLATE "C"``, as SQLite does).
   :mod:`memcore.stores.postgres_archive.lease`).
 - ``graph_entities`` / ``graph_aliases`` / ``graph_facts``: the knowledge graph (:mod:`memcore.graph`), fact
   versions keyed by version id with their line ``fact_id`` (times in microseconds, source lists as JSON
-  text, as on SQLite); ``diary``: agent diary entries (:mod:`memcore.stores.postgres_archive.graph`).
+  text, as on SQLite; ``ended_by``, added to older schemas when opened, names the line whose supersede ended
+  a version); ``diary``: agent diary entries (:mod:`memcore.stores.postgres_archive.graph`).
 
 No index holds the text (a GIN index would keep erased words: GIN never drops a key), so erasure
 needs only the heap rewritten (:meth:`memcore.stores.postgres_archive.PostgresArchive.compact`).
@@ -85,9 +86,10 @@ CREATE TABLE IF NOT EXISTS graph_facts (
     predicate text COLLATE "C" NOT NULL, object text COLLATE "C" NOT NULL, object_name text NOT NULL,
     valid_from_us bigint, valid_to_us bigint, recorded_us bigint NOT NULL, retired_us bigint,
     confidence double precision NOT NULL, memories text NOT NULL, turns text NOT NULL, source text,
-    writer text NOT NULL, route numeric(20, 0) NOT NULL,
+    writer text NOT NULL, route numeric(20, 0) NOT NULL, ended_by text COLLATE "C",
     PRIMARY KEY (app, user_id, id)
 );
+ALTER TABLE graph_facts ADD COLUMN IF NOT EXISTS ended_by text COLLATE "C";
 CREATE INDEX IF NOT EXISTS graph_facts_by_subject ON graph_facts (app, user_id, subject, predicate);
 CREATE INDEX IF NOT EXISTS graph_facts_by_object ON graph_facts (app, user_id, object);
 CREATE INDEX IF NOT EXISTS graph_facts_by_line ON graph_facts (app, user_id, fact_id);

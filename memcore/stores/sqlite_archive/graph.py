@@ -17,7 +17,7 @@ from memcore.stores.archive_codec import at_us, from_us, to_us
 from memcore.stores.sqlite_archive.database import Database, chunks, marks
 
 _FACT_COLS = ("id, fact_id, subject, subject_name, predicate, object, object_name, valid_from_us, valid_to_us,"
-              " recorded_us, retired_us, confidence, memories, turns, source, writer")
+              " recorded_us, retired_us, confidence, memories, turns, source, writer, ended_by")
 
 
 def _us(value: datetime | None) -> int | None:
@@ -26,11 +26,11 @@ def _us(value: datetime | None) -> int | None:
 
 def _fact(row: tuple[Any, ...]) -> Fact:
     (id_, line, subject, subject_name, predicate, obj, object_name, vf, vt, rec, ret, conf, mems, turns,
-     source, writer) = row
+     source, writer, ended_by) = row
     return Fact(id=id_, fact_id=line, subject=subject, subject_name=subject_name, predicate=predicate, object=obj,
                 object_name=object_name, valid_from=from_us(vf), valid_to=from_us(vt), recorded_at=at_us(rec),
                 retired_at=from_us(ret), confidence=conf, memories=json.loads(mems), turns=json.loads(turns),
-                source=source, writer=writer)
+                source=source, writer=writer, ended_by=ended_by)
 
 
 class SqliteGraph:
@@ -92,23 +92,20 @@ class SqliteGraph:
         return facts
 
     def write(self, key: UserKey, *, at: datetime, retire: Sequence[str] = (), add: Sequence[Fact] = (),
-              entities: Sequence[Entity] = ()) -> None:
+              entities: Sequence[Entity] = (), drop: Sequence[str] = ()) -> int:
+        removed = 0
         with self._db.tx() as db:
+            for part in chunks(list(dict.fromkeys(drop))):
+                removed += int(db.execute(f"DELETE FROM graph_facts WHERE app = ? AND user = ? AND fact_id IN"
+                                          f" ({marks(len(part))})", (key.app, key.user, *part)).rowcount)
             db.executemany("UPDATE graph_facts SET retired_us = ? WHERE app = ? AND user = ? AND id = ?"
                            " AND retired_us IS NULL", [(to_us(at), key.app, key.user, i) for i in retire])
             insert_graph(db, key, add, entities)
+        return removed
 
     def count(self, key: UserKey) -> int:
         return int(self._db.query("SELECT count(*) FROM graph_facts WHERE app = ? AND user = ? AND retired_us IS NULL",
                                   (key.app, key.user))[0][0])
-
-    def delete(self, key: UserKey, fact_ids: Sequence[str]) -> int:
-        removed = 0
-        with self._db.tx() as db:
-            for part in chunks(fact_ids):
-                removed += int(db.execute(f"DELETE FROM graph_facts WHERE app = ? AND user = ? AND fact_id IN"
-                                          f" ({marks(len(part))})", (key.app, key.user, *part)).rowcount)
-        return removed
 
     def users(self, app: str) -> list[str]:
         return [u for (u,) in self._db.query(
@@ -133,10 +130,10 @@ def insert_graph(tx: sqlite3.Connection, key: UserKey, facts: Sequence[Fact], en
     scope = (key.app, key.user)
     tx.executemany(
         f"INSERT OR IGNORE INTO graph_facts (app, user, {_FACT_COLS})"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [(*scope, f.id, f.fact_id, f.subject, f.subject_name, f.predicate, f.object, f.object_name,
           _us(f.valid_from), _us(f.valid_to), to_us(f.recorded_at), _us(f.retired_at), f.confidence,
-          json.dumps(f.memories), json.dumps(f.turns), f.source, f.writer) for f in facts])
+          json.dumps(f.memories), json.dumps(f.turns), f.source, f.writer, f.ended_by) for f in facts])
     for e in entities:
         tx.execute("INSERT INTO graph_entities (app, user, key, name, type, aliases) VALUES (?, ?, ?, ?, ?, ?)"
                    " ON CONFLICT (app, user, key) DO UPDATE SET name = excluded.name, type = excluded.type,"

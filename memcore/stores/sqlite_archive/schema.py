@@ -7,7 +7,8 @@
 - ``sessions``: each session's cursor ``last_extract_us`` and its external-context mark;
 - ``jobs``: one row per ingest; ``access``: last read time of entries;
 - ``graph_entities`` / ``graph_aliases`` / ``graph_facts``: the knowledge graph (:mod:`memcore.graph`), fact
-  versions keyed by version id with their line ``fact_id``; ``diary``: agent diary entries.
+  versions keyed by version id with their line ``fact_id`` (``ended_by``: the line whose supersede ended a
+  version); ``diary``: agent diary entries.
 
 Every table is created with ``IF NOT EXISTS`` when a file is opened, so an archive written before a table
 existed gets it on its next open (the migration of those files is that).
@@ -64,6 +65,7 @@ CREATE TABLE IF NOT EXISTS graph_facts (
     object TEXT NOT NULL, object_name TEXT NOT NULL,
     valid_from_us INTEGER, valid_to_us INTEGER, recorded_us INTEGER NOT NULL, retired_us INTEGER,
     confidence REAL NOT NULL, memories TEXT NOT NULL, turns TEXT NOT NULL, source TEXT, writer TEXT NOT NULL,
+    ended_by TEXT,
     PRIMARY KEY (app, user, id)
 );
 CREATE INDEX IF NOT EXISTS graph_facts_by_subject ON graph_facts (app, user, subject, predicate);
@@ -84,7 +86,7 @@ USER_TABLES = ("events", "sessions", "jobs", "access", "graph_facts", "graph_ent
 def migrate(db: Database) -> None:
     """Archives written before arrival numbers: number their turns by insertion order, mark the turns at
     or before each session's cursor as extracted; before soft deletes: add ``hidden``; jobs get
-    ``upto_seq``."""
+    ``upto_seq``; fact versions get ``ended_by`` (none: an end written before it names no supersede)."""
     events = db.columns("events")
     if events and "seq" not in events:
         db.script(
@@ -101,6 +103,9 @@ def migrate(db: Database) -> None:
     jobs = db.columns("jobs")
     if jobs and "upto_seq" not in jobs:
         db.script("ALTER TABLE jobs ADD COLUMN upto_seq INTEGER")
+    facts = db.columns("graph_facts")
+    if facts and "ended_by" not in facts:
+        db.script("ALTER TABLE graph_facts ADD COLUMN ended_by TEXT")
 
 
 def open_archive_db(db: Database) -> Database:

@@ -290,7 +290,12 @@ def graph_scenario(archive: EventArchive) -> list[tuple[str, object]]:
     note("for text", kg.current_for_text(A, "what does Ally do at acme?"))
     note("drop sources", kg.drop_sources(A, memories=["m1"]))
     note("delete line", kg.delete_fact(A, kg.query(A, {"entity": "Rome"})[0].fact_id))
-    note("delete none", archive.graph.delete(A, []))
+    note("drop none", archive.graph.write(A, at=clock(), drop=[]))
+    clock.advance(seconds=1)  # (the diary's times below count from T0)
+    note("supersede from a turn", kg.supersede(A, {"subject": "Alice", "predicate": "lives_in", "object": "Porto",
+                                                   "valid_from": "2025-02-01", "turns": ["s2/e1"]}))
+    clock.advance(seconds=1)
+    note("drop the superseding turn", kg.drop_sources(A, turns=["s2/e1"]))  # Lisbon is open again
     note("facts after delete", archive.graph.facts(A))
     # the diary
     for n, (agent, text, wing) in enumerate([("planner", "first", None), ("planner", "second", "trips"),
@@ -349,6 +354,9 @@ def test_graph_and_diary_are_congruent_with_the_sqlite_engine(postgres_server: A
     assert steps["resolve"] == {"al": "alice", "alice": "alice", "acme": "acme"}  # the aliases were replaced
     assert len(steps["diary limit"][0]) == 2 and steps["diary limit"][1] == 3  # type: ignore[index, arg-type]
     assert steps["diary every agent"][1] == 4 and len(steps["diary planner"][0]) == 3  # type: ignore[index, arg-type]
+    assert steps["drop the superseding turn"] == 1  # the Porto line went, and Lisbon is open again:
+    assert [(f.object_name, f.valid_to is None) for f in steps["facts after delete"]  # type: ignore[attr-defined]
+            if f.retired_at is None and f.predicate == "lives_in"] == [("Paris", False), ("Lisbon", True)]
     assert steps["expire diary"] == 2 and steps["expire graph"] > 0  # type: ignore[operator]
     assert steps["erase"]["graph_facts"] > 0 and steps["erase"]["diary"] == 2  # type: ignore[index, operator]
     assert steps["after erase"][:4] == ([], [], {}, ([], 0))  # type: ignore[index]

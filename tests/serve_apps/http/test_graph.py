@@ -124,6 +124,17 @@ def test_forget_and_hard_delete_of_the_source_memory_erase_facts(c: httpx.Client
     assert c.get(f"{U}/graph/timeline").json()["timeline"] == []
 
 
+def test_hard_deleting_the_memory_behind_a_supersede_makes_the_old_fact_current_again(c: httpx.Client) -> None:
+    add(c, subject="Ann", predicate="lives_in", object="Porto")
+    mem = c.post(f"{U}/memories", json={"text": "Ann moved to Lisbon"}).json()
+    moved = add(c, subject="Ann", predicate="lives_in", object="Lisbon", memories=[mem["id"]], supersede=True)
+    assert [f["object"] for f in moved["closed"]] == ["Porto"]
+    assert c.delete(f"{U}/memories/{mem['id']}", params={"hard": True}).status_code == 204
+    facts = c.get(f"{U}/graph/facts", params={"entity": "Ann", "predicate": "lives_in"}).json()["facts"]
+    assert [(f["object"], f["current"]) for f in facts] == [("Porto", True)]
+    assert c.delete(U).status_code == 200
+
+
 def test_another_apps_key_is_refused(make_server: Callable[..., Served]) -> None:
     with make_server(shards=1, api_keys=AUTH_KEYS).client() as c:
         r = c.post("/v1/apps/app-a/users/ann/graph/facts", json={"subject": "a", "predicate": "p", "object": "b"},
