@@ -59,7 +59,8 @@ def _iso(t: datetime | None) -> str | None:
 
 def fact_json(fact: Fact, now: datetime, entity: str | None = None) -> dict[str, Any]:
     """A fact as tools and the API show it: the triple by display names, its times, ``current`` (believed
-    and valid now) and, relative to ``entity`` (a key), its ``direction``."""
+    and valid now), ``ended_by`` (the ``fact_id`` whose supersede ended it) and, relative to ``entity`` (a key),
+    its ``direction``."""
     out: dict[str, Any] = {
         "fact_id": fact.fact_id, "version_id": fact.id,
         "subject": fact.subject_name, "predicate": fact.predicate, "object": fact.object_name,
@@ -67,6 +68,7 @@ def fact_json(fact: Fact, now: datetime, entity: str | None = None) -> dict[str,
         "recorded_at": _iso(fact.recorded_at), "retired_at": _iso(fact.retired_at),
         "confidence": fact.confidence, "current": fact.retired_at is None and fact.valid(now),
         "memories": list(fact.memories), "turns": list(fact.turns), "source": fact.source, "writer": fact.writer,
+        "ended_by": fact.ended_by,
     }
     if entity is not None:
         out["direction"] = "outgoing" if fact.subject == entity else "incoming"

@@ -128,7 +128,7 @@ def test_hard_deleting_the_memory_behind_a_supersede_makes_the_old_fact_current_
     add(c, subject="Ann", predicate="lives_in", object="Porto")
     mem = c.post(f"{U}/memories", json={"text": "Ann moved to Lisbon"}).json()
     moved = add(c, subject="Ann", predicate="lives_in", object="Lisbon", memories=[mem["id"]], supersede=True)
-    assert [f["object"] for f in moved["closed"]] == ["Porto"]
+    assert [(f["object"], f["ended_by"]) for f in moved["closed"]] == [("Porto", moved["fact"]["fact_id"])]
     assert c.delete(f"{U}/memories/{mem['id']}", params={"hard": True}).status_code == 204
     facts = c.get(f"{U}/graph/facts", params={"entity": "Ann", "predicate": "lives_in"}).json()["facts"]
     assert [(f["object"], f["current"]) for f in facts] == [("Porto", True)]
