@@ -16,8 +16,8 @@ moving a row. Text columns compare byte-wise (``COLLATE "C"``, as SQLite does).
   :mod:`memcore.stores.postgres_archive.lease`).
 - ``graph_entities`` / ``graph_aliases`` / ``graph_facts``: the knowledge graph (:mod:`memcore.graph`), fact
   versions keyed by version id with their line ``fact_id`` (times in microseconds, source lists as JSON
-  text, as on SQLite; ``ended_by``, added to older schemas when opened, names the line whose supersede ended
-  a version); ``diary``: agent diary entries (:mod:`memcore.stores.postgres_archive.graph`).
+  text, as on SQLite; ``ended_by``, added to older schemas when opened (:data:`_ADDED_COLUMNS`), names the
+  line whose supersede ended a version); ``diary``: agent diary entries (:mod:`memcore.stores.postgres_archive.graph`).
 
 No index holds the text (a GIN index would keep erased words: GIN never drops a key), so erasure
 needs only the heap rewritten (:meth:`memcore.stores.postgres_archive.PostgresArchive.compact`).
@@ -27,7 +27,7 @@ together do not race.
 
 from __future__ import annotations
 
-from memcore.stores.postgres_archive.database import PgDatabase
+from memcore.stores.postgres_archive.database import Cursor, PgDatabase
 
 _LOCK = 7_455_321_019  # pg_advisory_xact_lock key of schema creation
 
@@ -89,7 +89,6 @@ CREATE TABLE IF NOT EXISTS graph_facts (
     writer text NOT NULL, route numeric(20, 0) NOT NULL, ended_by text COLLATE "C",
     PRIMARY KEY (app, user_id, id)
 );
-ALTER TABLE graph_facts ADD COLUMN IF NOT EXISTS ended_by text COLLATE "C";
 CREATE INDEX IF NOT EXISTS graph_facts_by_subject ON graph_facts (app, user_id, subject, predicate);
 CREATE INDEX IF NOT EXISTS graph_facts_by_object ON graph_facts (app, user_id, object);
 CREATE INDEX IF NOT EXISTS graph_facts_by_line ON graph_facts (app, user_id, fact_id);
@@ -123,3 +122,19 @@ def create_schema(db: PgDatabase) -> None:
         cur.execute(f'CREATE SCHEMA IF NOT EXISTS "{db.schema}"')
         cur.execute(f'SET LOCAL search_path TO "{db.schema}"')
         cur.execute(SCHEMA)
+        _add_missing_columns(cur, db.schema)
+
+
+_ADDED_COLUMNS = {("graph_facts", "ended_by"): 'text COLLATE "C"'}
+"""Columns newer than their table: added to a schema made before them when it is opened."""
+
+
+def _add_missing_columns(cur: Cursor, schema: str) -> None:
+    """Add the :data:`_ADDED_COLUMNS` a table lacks. Looked up first: ``ALTER TABLE ... ADD COLUMN IF NOT EXISTS``
+    takes the table's exclusive lock even when the column exists, so every shard's start would queue behind
+    (and hold up) the table's readers and writers."""
+    for (table, column), kind in _ADDED_COLUMNS.items():
+        cur.execute("SELECT 1 FROM information_schema.columns WHERE table_schema = %s AND table_name = %s"
+                    " AND column_name = %s", (schema, table, column))
+        if cur.fetchone() is None:
+            cur.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")

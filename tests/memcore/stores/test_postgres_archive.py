@@ -728,3 +728,28 @@ def test_the_factory_builds_the_engine_the_settings_name(postgres_server: Any, t
     finally:
         built.close()
     assert not (tmp_path / "pg").exists() or not any((tmp_path / "pg").rglob("*.sqlite3"))
+
+
+def test_opening_a_current_schema_does_not_wait_for_a_reader_of_the_graph(postgres_server: Any) -> None:
+    """A shard starting while another serves: the schema is made and migrated on every open, and a column added
+    since (``graph_facts.ended_by``) is looked up first, since ``ADD COLUMN IF NOT EXISTS`` would take the
+    table's exclusive lock, so wait behind every open transaction that read it and hold up all that follow."""
+    import psycopg
+
+    schema = pg_schema()
+    first = PostgresArchive(postgres_server.dsn, schema=schema)
+    reader = psycopg.connect(postgres_server.dsn, autocommit=False)
+    try:
+        reader.execute(f'SET search_path TO "{schema}"')
+        reader.execute("SELECT count(*) FROM graph_facts").fetchall()  # its transaction stays open
+        opened: list[PostgresArchive] = []
+        start = threading.Thread(target=lambda: opened.append(PostgresArchive(postgres_server.dsn, schema=schema)),
+                                 daemon=True)
+        start.start()
+        start.join(30)
+        assert opened, "opening the archive waited for the reader's transaction"
+        opened[0].close()
+    finally:
+        reader.rollback()
+        reader.close()
+        first.close()
