@@ -22,10 +22,13 @@ moving a row. Text columns compare byte-wise (``COLLATE "C"``, as SQLite does).
 No index holds the text (a GIN index would keep erased words: GIN never drops a key), so erasure
 needs only the heap rewritten (:meth:`memcore.stores.postgres_archive.PostgresArchive.compact`).
 Creation is idempotent (``IF NOT EXISTS``) and serialised by an advisory lock, so shards starting
-together do not race.
+together do not race. A schema this version already made or migrated is left alone (the table
+``schema_digest`` holds :data:`SCHEMA_DIGEST`), so a shard starting while others serve takes no table lock.
 """
 
 from __future__ import annotations
+
+import hashlib
 
 from memcore.stores.postgres_archive.database import Cursor, PgDatabase
 
@@ -116,23 +119,40 @@ TEXT_TABLES = ("events", "jobs", "graph_facts", "graph_entities", "graph_aliases
 diary entries): what a compaction rewrites."""
 
 
+_ADDED_COLUMNS = {("graph_facts", "ended_by"): 'text COLLATE "C"'}
+"""Columns newer than their table: added to a schema made before them when it is opened."""
+
+SCHEMA_DIGEST = hashlib.sha256(repr((SCHEMA, sorted(_ADDED_COLUMNS.items()))).encode()).hexdigest()
+"""What the table ``schema_digest`` holds once this version made or migrated the schema: any change to the
+statements above changes it, so the next open runs them."""
+
+
 def create_schema(db: PgDatabase) -> None:
+    """Make and migrate the schema, unless this version already did (:data:`SCHEMA_DIGEST`): a shard starting
+    while others serve then takes no lock at all. (``CREATE INDEX IF NOT EXISTS`` takes its table's share lock
+    before it finds the index, so it waits for the table's open write transactions, and every writer
+    that comes after waits for it.)"""
+    with db.tx() as cur:
+        cur.execute("SELECT to_regclass(%s)", (f'"{db.schema}".schema_digest',))
+        row = cur.fetchone()
+        if row is not None and row[0] is not None:
+            cur.execute(f'SELECT digest FROM "{db.schema}".schema_digest')
+            if [r[0] for r in cur.fetchall()] == [SCHEMA_DIGEST]:
+                return
     with db.tx() as cur:
         cur.execute(f"SELECT pg_advisory_xact_lock({_LOCK})")
         cur.execute(f'CREATE SCHEMA IF NOT EXISTS "{db.schema}"')
         cur.execute(f'SET LOCAL search_path TO "{db.schema}"')
         cur.execute(SCHEMA)
         _add_missing_columns(cur, db.schema)
-
-
-_ADDED_COLUMNS = {("graph_facts", "ended_by"): 'text COLLATE "C"'}
-"""Columns newer than their table: added to a schema made before them when it is opened."""
+        cur.execute("CREATE TABLE IF NOT EXISTS schema_digest (digest text NOT NULL)")
+        cur.execute("DELETE FROM schema_digest")
+        cur.execute("INSERT INTO schema_digest (digest) VALUES (%s)", (SCHEMA_DIGEST,))
 
 
 def _add_missing_columns(cur: Cursor, schema: str) -> None:
     """Add the :data:`_ADDED_COLUMNS` a table lacks. Looked up first: ``ALTER TABLE ... ADD COLUMN IF NOT EXISTS``
-    takes the table's exclusive lock even when the column exists, so every shard's start would queue behind
-    (and hold up) the table's readers and writers."""
+    takes the table's exclusive lock even when the column exists."""
     for (table, column), kind in _ADDED_COLUMNS.items():
         cur.execute("SELECT 1 FROM information_schema.columns WHERE table_schema = %s AND table_name = %s"
                     " AND column_name = %s", (schema, table, column))
