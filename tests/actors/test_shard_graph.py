@@ -37,7 +37,7 @@ def test_the_job_writes_fact_operations_and_erasing_the_turns_erases_them(make_c
                                                                       ("Lisbon", True, ["s2/e1"])]
     core.drop_turns(A, "s2")  # Lisbon came from s2/e1 only; Paris's closed version cites s1/e1
     left = core.graph_query(A, {"entity": "user"})["facts"]
-    assert [f["object"] for f in left] == ["Paris"]
+    assert [(f["object"], f["current"], f["ended_by"]) for f in left] == [("Paris", True, None)]  # open again
 
 
 def test_the_apps_ttl_expires_facts_and_diary_entries(make_core: MakeCore) -> None:
