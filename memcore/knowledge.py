@@ -259,9 +259,11 @@ class KnowledgeGraph:
 
     def delete_fact(self, key: UserKey, line: str) -> int:
         """Hard-delete one fact line (every version); unknown is 404 ``fact_id``."""
-        if not self.graph.lines(key, [line]):
+        versions = self.graph.lines(key, [line])
+        if not versions:
             raise NotFoundError(f"fact {line!r} not found", field="fact_id")
-        return self._drop(key, self.graph.facts(key), [line])
+        f = versions[0]  # what its supersedes ended shares its subject and predicate
+        return self._drop(key, self.graph.facts(key, [f.subject], direction="outgoing", predicate=f.predicate), [line])
 
     def _drop(self, key: UserKey, facts: list[Fact], lines: list[str]) -> int:
         """Delete ``lines`` and open again what their supersedes ended, in one write; the versions removed."""
