@@ -48,9 +48,10 @@ from memcore.app_policy import ToolMode
 from memcore.data_root import check_shard_count, hold_shared
 from memcore.errors import NotFoundError, ValidationError
 from memcore.extraction.events import parse_events
+from memcore.fact_search import fact_line, facts_for_search
 from memcore.fields import now_utc
 from memcore.graph_backup import UserGraph, export_user, restore_user
-from memcore.knowledge import fact_json, fact_line, facts_for_search
+from memcore.knowledge import fact_json
 from memcore.layout import ShardLayout
 from memcore.model import Entry, InjectionMode, Memory, PreloadResult, UserKey
 from memcore.ports import Embedder, Extractor, Vectors

@@ -64,7 +64,7 @@ class SearchOptions(BaseModel):
     topics_match: TopicsMatch = "any"
     include_facts: bool = False
     """Also answer the current knowledge-graph facts of the entities the query names (a separate ``facts``
-    list, :func:`memcore.knowledge.facts_for_search`), their tokens taken from ``max_tokens`` first."""
+    list, :func:`memcore.fact_search.facts_for_search`), their tokens taken from ``max_tokens`` first."""
 
     @field_validator("topics")
     @classmethod
