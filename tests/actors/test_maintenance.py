@@ -154,18 +154,19 @@ def test_past_its_apps_lifetime_an_entry_is_gone_from_every_read_before_the_swee
         tmp_path: Path, hashing_embedder: Any) -> None:
     """``ttl.apps``: expired means gone from every read at once, not one ``sweep_s`` later; the sweep only
     removes what no read returns any more. A re-add before the sweep is a new entry."""
+    lifetime = 1.5  # long enough that a loaded machine reads the entry back before it expires
     settings = Settings(data_dir=tmp_path, shards=1, embedder={"kind": "hashing", "dim": 256},
-                        ttl={"apps": {"short-lived": 0.3}})
+                        ttl={"apps": {"short-lived": lifetime}})
     core = ShardCore(settings, 0, hashing_embedder, start_workers=False)
     try:
         gone = core.add(SHORT, {"text": "the ferry leaves from pier nine"}).value
+        assert core.get(SHORT, gone.id).id == gone.id  # within its lifetime
         dead = core.add(SHORT, {"text": "the old door code was 2468"}).value
         core.delete(SHORT, dead.id, hard=False)  # a tombstone: its lifetime runs from the deletion
         kept = core.add(KEEP, {"text": "the ferry leaves from pier nine"}).value
         core.ingest(SHORT, "s1", turns(2, text="we took the ferry from pier nine {i}"))
         core.ingest(KEEP, "s1", turns(2, text="we took the ferry from pier nine {i}"))
-        assert core.get(SHORT, gone.id).id == gone.id
-        time.sleep(0.4)
+        time.sleep(lifetime + 0.1)  # every write above is past its lifetime now
         assert len(core.service.vectors.get(SHORT, [gone.id, dead.id])) == 2  # still stored: no sweep ran
         with pytest.raises(NotFoundError):
             core.get(SHORT, gone.id)

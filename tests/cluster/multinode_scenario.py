@@ -184,12 +184,15 @@ async def scenario(cluster: Any, workers: list[Any], data_dir: Path, serve: bool
     # the node's local disk goes with it: its shards' keyword indexes (derived data). Their vector
     # stores stay readable, as they would on a shared volume or, in server mode, in Qdrant. The victims
     # get no write from here until their node is gone, and their staged keyword writes are committed
-    # first (a count commits them): a live shard writing into the removed directory would otherwise
-    # rebuild it before it dies, and its successor would find nothing to rebuild.
+    # first (a count commits them). The directory is moved away in one step, not removed file by file:
+    # Tantivy's merge thread may still be writing into it, and an rmtree racing it left a whole index
+    # behind (the merged segment and a new meta.json), so the successor found nothing to rebuild.
     writer.held = {u for u, k in out["user_shards"].items() if k in victims}
+    lost: list[Path] = []
     for k in victims:
         await backend.call_shard(k, "status")
-        shutil.rmtree(ShardLayout(settings, k).keywords_dir(), ignore_errors=True)
+        keywords = ShardLayout(settings, k).keywords_dir()
+        lost.append(keywords.rename(keywords.with_name(f"{keywords.name}.lost")))
 
     stop = asyncio.Event()
 
@@ -214,6 +217,8 @@ async def scenario(cluster: Any, workers: list[Any], data_dir: Path, serve: bool
     # the victims come back on surviving nodes: Ray restarts them (the GCS actor table), then they answer
     statuses = {k: await restarted(backend, handles[k], k, placed[k][1], t0) for k in victims}
     recovered = time.monotonic()
+    for path in lost:  # the old processes are gone: nothing writes into the moved directories any more
+        shutil.rmtree(path, ignore_errors=True)
     out["recovered_s"] = round(recovered - t0, 2)
     acked_at_recovery = {u: len(v) for u, v in writer.acked.items()}
     while any(len(writer.acked[u]) < acked_at_recovery[u] + AFTER for u in USERS):
